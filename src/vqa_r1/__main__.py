@@ -1,0 +1,3 @@
+from vqa_r1.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Datasets: the synthetic spatial-relations generator, the VSR loader, and prompt conversion."""

@@ -1,0 +1,46 @@
+"""From dataset rows to model inputs: the question, the reasoning instruction and the targets.
+
+The problem and solution strings follow the published study ("Is the following statement true:
+{caption}" and "<answer> True </answer>") so that rewards and scores are comparable with it.
+"""
+
+from __future__ import annotations
+
+REASONING_INSTRUCTION = (
+    "First think about the question in <think> </think> tags, "
+    "then give the final answer, True or False, in <answer> </answer> tags."
+)
+
+
+def problem_text(caption: str) -> str:
+    return f"Is the following statement true: {caption.strip()}"
+
+
+def solution_text(label: int | bool) -> str:
+    return f"<answer> {'True' if int(label) == 1 else 'False'} </answer>"
+
+
+def user_message(question: str, instruction: str = REASONING_INSTRUCTION) -> list[dict]:
+    """A conversational user turn: the image first, then the question and the instruction."""
+    text = f"{question} {instruction}".strip()
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+
+
+def grounded_rationale(row: dict) -> str:
+    """A short reasoning derived from the scene's boxes, for SFT warm-starts on synthetic data.
+
+    It states the relation that actually holds between the two named objects, so the answer follows
+    from the reasoning: a model trained on it learns aligned reasoning, which the judge can check.
+    """
+    from vqa_r1.data.synthetic import RELATIONS
+
+    relation = row["relation"]
+    actual = relation if int(row["label"]) == 1 else RELATIONS[relation][0]
+    return f"The {row['subj']} is {actual} the {row['obj']}."
+
+
+def sft_completion(row: dict, with_reasoning: bool = True) -> str:
+    answer = solution_text(row["label"])
+    if not with_reasoning:
+        return answer
+    return f"<think> {grounded_rationale(row)} </think> {answer}"

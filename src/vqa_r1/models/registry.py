@@ -1,0 +1,47 @@
+"""Model names users type, mapped to a family adapter and a hub id (or a tiny offline build)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vqa_r1.errors import UserError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    family: str  # key of vqa_r1.models.adapters.ADAPTERS
+    hub_id: str | None  # None for tiny models, which are built offline
+    size: str  # recipe size key: "tiny", "1b", "3b", ...
+    params: str  # human-readable size for `vqa-r1 models`
+
+    @property
+    def tiny(self) -> bool:
+        return self.hub_id is None
+
+
+MODELS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in (
+        ModelSpec("qwen2.5-vl-3b", "qwen2_5_vl", "Qwen/Qwen2.5-VL-3B-Instruct", "3b", "3.8B"),
+        ModelSpec("qwen2.5-vl-7b", "qwen2_5_vl", "Qwen/Qwen2.5-VL-7B-Instruct", "7b", "8.3B"),
+        ModelSpec("internvl3-1b", "internvl", "OpenGVLab/InternVL3-1B-hf", "1b", "0.9B"),
+        ModelSpec("internvl3-2b", "internvl", "OpenGVLab/InternVL3-2B-hf", "2b", "2.1B"),
+        ModelSpec("smolvlm-256m", "smolvlm", "HuggingFaceTB/SmolVLM-256M-Instruct", "256m", "256M"),
+        ModelSpec("smolvlm-500m", "smolvlm", "HuggingFaceTB/SmolVLM-500M-Instruct", "500m", "507M"),
+        ModelSpec("smolvlm-2.2b", "smolvlm", "HuggingFaceTB/SmolVLM-Instruct", "2b", "2.2B"),
+        ModelSpec("tiny-qwen2.5-vl", "qwen2_5_vl", None, "tiny", "random init, <1M"),
+        ModelSpec("tiny-internvl", "internvl", None, "tiny", "random init, <1M"),
+        ModelSpec("tiny-smolvlm", "smolvlm", None, "tiny", "random init, <1M"),
+    )
+}
+
+
+def get_spec(name: str) -> ModelSpec:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise UserError(
+            f"unknown model {name!r}. Valid names: {', '.join(MODELS)} "
+            "(see `vqa-r1 models`), or a local model directory for `--model-path`."
+        ) from None

@@ -1,0 +1,301 @@
+"""Tiny, randomly initialised models of each family, built offline and cached on disk.
+
+Why: tests, CI and the CPU demo must exercise the real model classes, processors, chat templates and
+LoRA wiring of Qwen2.5-VL, InternVL and SmolVLM without downloading anything. A byte-level BPE
+tokenizer is trained with `tokenizers` on text shaped like our prompts; each family gets its own
+special tokens and chat template; the result is saved with `save_pretrained` and loaded back through
+the same `AutoProcessor` / `AutoModelForImageTextToText` path as a hub checkpoint.
+
+Builds are deterministic from the seed and the size, and written atomically into the cache, so
+concurrent jobs on a shared filesystem never see half a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from vqa_r1.io import atomic_dir
+
+BUILD_VERSION = 1  # bump when a builder changes, so stale caches are not reused
+
+
+@dataclass(frozen=True)
+class TinySize:
+    """Dimensions of a tiny model. The defaults train at a few steps per second on one CPU core."""
+
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 256
+    vision_hidden: int = 64
+    vision_layers: int = 2
+    vocab: int = 1024
+
+
+def cache_root() -> Path:
+    base = os.environ.get("VQA_R1_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vqa_r1"
+    )
+    return Path(base)
+
+
+def tiny_model_dir(family: str, seed: int = 0, size: TinySize | None = None) -> Path:
+    """Build (once) and return the folder of a tiny model of ``family``."""
+    size = size or TinySize()
+    key = json.dumps({"family": family, "seed": seed, "v": BUILD_VERSION, **asdict(size)})
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    target = cache_root() / "tiny" / f"{family}-{digest}"
+    if (target / "config.json").exists():
+        return target
+    with atomic_dir(target) as tmp:
+        BUILDERS[family](tmp, seed, size)
+        (tmp / "tiny_build.json").write_text(key)
+    return target
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+def _corpus(seed: int) -> list[str]:
+    """Text shaped like our prompts and answers, so the BPE merges fit the task vocabulary."""
+    import random
+
+    from vqa_r1.data.prompts import REASONING_INSTRUCTION
+    from vqa_r1.data.synthetic import COLORS, RELATIONS, SHAPES
+
+    rng = random.Random(seed)
+    names = [f"{c} {s}" for c in COLORS for s in SHAPES]
+    lines = [REASONING_INSTRUCTION, "Yes No True False yes no true false Answer: answer"]
+    for _ in range(3000):
+        a, b = rng.sample(names, 2)
+        rel = rng.choice(list(RELATIONS))
+        label = rng.choice(["True", "False"])
+        lines.append(f"Is the following statement true: The {a} is {rel} the {b}.")
+        lines.append(f"<think> The {a} is {rel} the {b}. </think> <answer> {label} </answer>")
+        lines.append(f"The image shows a {a} and a {b}.\nAnswer: {label}")
+    lines += ["system user assistant You are a helpful assistant. Describe the image."] * 20
+    return lines
+
+
+def _train_tokenizer(seed: int, vocab: int, special: list[str], extra_special: dict | None = None,
+                     **named):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    kwargs = dict(tokenizer_object=tok, **named)
+    if extra_special:
+        kwargs["extra_special_tokens"] = extra_special
+    fast = PreTrainedTokenizerFast(**kwargs)
+    fast.add_special_tokens({"additional_special_tokens": special}, replace_extra_special_tokens=False)
+    return fast
+
+
+def _seed_all(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)
+
+
+# ----------------------------------------------------------------------------- families
+
+QWEN_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+    )
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+               "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    tok = _train_tokenizer(seed, size.vocab, special, eos_token="<|im_end|>",
+                           pad_token="<|endoftext|>")
+    tok.chat_template = QWEN_TEMPLATE
+    ids = {t: tok.convert_tokens_to_ids(t) for t in special}
+    head_dim = size.hidden // size.heads
+    half = head_dim // 2
+    sections = [half - 2 * (half // 3), half // 3, half // 3]
+    _seed_all(seed)
+    config = Qwen2_5_VLConfig(
+        text_config=dict(
+            vocab_size=len(tok), hidden_size=size.hidden, num_hidden_layers=size.layers,
+            num_attention_heads=size.heads, num_key_value_heads=size.kv_heads,
+            intermediate_size=size.intermediate, max_position_embeddings=2048,
+            rope_parameters={"rope_type": "default", "mrope_section": sections, "rope_theta": 10000.0},
+            tie_word_embeddings=True, eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|endoftext|>"],
+        ),
+        vision_config=dict(
+            depth=size.vision_layers, hidden_size=size.vision_hidden, num_heads=4,
+            intermediate_size=2 * size.vision_hidden, out_hidden_size=size.hidden,
+            window_size=56, fullatt_block_indexes=[size.vision_layers - 1], patch_size=14,
+            spatial_merge_size=2, temporal_patch_size=2,
+        ),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    model = Qwen2_5_VLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16)
+    processor = Qwen2_5_VLProcessor(
+        image_processor=image_processor, tokenizer=tok, video_processor=Qwen2VLVideoProcessor(),
+        chat_template=QWEN_TEMPLATE,
+    )
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part %}<IMG_CONTEXT>\n"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_internvl(out: Path, seed: int, size: TinySize) -> None:
+    from transformers import (
+        GotOcr2ImageProcessor,
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        InternVLProcessor,
+    )
+    from transformers.models.internvl.video_processing_internvl import InternVLVideoProcessor
+
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>",
+               "<IMG_CONTEXT>", "<video>"]
+    tok = _train_tokenizer(
+        seed, size.vocab, special,
+        extra_special={"start_image_token": "<img>", "end_image_token": "</img>",
+                       "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"},
+        eos_token="<|im_end|>", pad_token="<|endoftext|>",
+    )
+    tok.chat_template = INTERNVL_TEMPLATE
+    ids = {t: tok.convert_tokens_to_ids(t) for t in special}
+    image_size = 112
+    patch = 14
+    seq_len = int((image_size // patch) ** 2 * 0.25)
+    _seed_all(seed)
+    config = InternVLConfig(
+        vision_config=dict(
+            hidden_size=size.vision_hidden, num_hidden_layers=size.vision_layers, num_attention_heads=4,
+            intermediate_size=2 * size.vision_hidden, image_size=[image_size, image_size],
+            patch_size=[patch, patch],
+        ),
+        text_config=dict(
+            model_type="qwen2", vocab_size=len(tok), hidden_size=size.hidden,
+            num_hidden_layers=size.layers, num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads, intermediate_size=size.intermediate,
+            max_position_embeddings=2048, tie_word_embeddings=True,
+            eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+        ),
+        image_token_id=ids["<IMG_CONTEXT>"], image_seq_length=seq_len, tie_word_embeddings=True,
+    )
+    model = InternVLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    image_processor = GotOcr2ImageProcessor(
+        size={"height": image_size, "width": image_size}, crop_to_patches=False, max_patches=1,
+    )
+    processor = InternVLProcessor(
+        image_processor=image_processor, tokenizer=tok,
+        video_processor=InternVLVideoProcessor(size={"height": image_size, "width": image_size}),
+        image_seq_length=seq_len, chat_template=INTERNVL_TEMPLATE,
+    )
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+SMOL_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}"
+    "{% if message['content'] is string %}: {{ message['content'] }}"
+    "{% else %}{% if message['content'][0]['type'] == 'image' %}:{% else %}: {% endif %}"
+    "{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part %}<image>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+
+
+def build_smolvlm(out: Path, seed: int, size: TinySize) -> None:
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3ImageProcessor,
+        Idefics3Processor,
+    )
+
+    grid = [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
+    special = ["<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<image>",
+               "<fake_token_around_image>", "<global-img>", *grid]
+    tok = _train_tokenizer(seed, size.vocab, special, eos_token="<end_of_utterance>",
+                           pad_token="<|endoftext|>", bos_token="<|im_start|>")
+    tok.chat_template = SMOL_TEMPLATE
+    ids = {t: tok.convert_tokens_to_ids(t) for t in special}
+    image_size = 112
+    patch = 14
+    scale = 2
+    seq_len = (image_size // patch) ** 2 // (scale * scale)
+    _seed_all(seed)
+    config = Idefics3Config(
+        vision_config=dict(
+            hidden_size=size.vision_hidden, intermediate_size=2 * size.vision_hidden,
+            num_hidden_layers=size.vision_layers, num_attention_heads=4, image_size=image_size,
+            patch_size=patch,
+        ),
+        text_config=dict(
+            model_type="llama", vocab_size=len(tok), hidden_size=size.hidden,
+            num_hidden_layers=size.layers, num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads, intermediate_size=size.intermediate,
+            max_position_embeddings=2048, tie_word_embeddings=True,
+            eos_token_id=ids["<end_of_utterance>"], pad_token_id=ids["<|endoftext|>"],
+            bos_token_id=ids["<|im_start|>"],
+        ),
+        image_token_id=ids["<image>"], scale_factor=scale, tie_word_embeddings=True,
+    )
+    model = Idefics3ForConditionalGeneration(config)
+    model.generation_config.eos_token_id = ids["<end_of_utterance>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    image_processor = Idefics3ImageProcessor(
+        size={"longest_edge": image_size}, max_image_size={"longest_edge": image_size},
+        do_image_splitting=False,
+    )
+    processor = Idefics3Processor(
+        image_processor=image_processor, tokenizer=tok, image_seq_len=seq_len,
+        chat_template=SMOL_TEMPLATE,
+    )
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+BUILDERS = {"qwen2_5_vl": build_qwen2_5_vl, "internvl": build_internvl, "smolvlm": build_smolvlm}
