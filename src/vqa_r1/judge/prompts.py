@@ -56,7 +56,9 @@ class PromptTemplate:
     @property
     def digest(self) -> str:
         """Content hash: a prompt edited without a version bump still misses the cache."""
-        return hashlib.sha256(f"{self.system}\0{self.user}\0{self.schema}".encode()).hexdigest()[:16]
+        return hashlib.sha256(f"{self.system}\0{self.user}\0{self.schema}".encode()).hexdigest()[
+            :16
+        ]
 
     def render(self, claim: str, reasoning: str, answer: str) -> list[dict[str, str]]:
         values = {"claim": claim, "reasoning": reasoning, "answer": answer}
@@ -131,7 +133,9 @@ def load_prompt(spec: str) -> PromptTemplate:
             if (m := _FILE_NAME.match(stem)) and m.group("name") == spec
         ]
         if not versions:
-            names = sorted({_FILE_NAME.match(s).group("name") for s in known if _FILE_NAME.match(s)})
+            names = sorted(
+                {_FILE_NAME.match(s).group("name") for s in known if _FILE_NAME.match(s)}
+            )
             raise UserError(
                 f"--prompt {spec}: unknown prompt; available: {', '.join(names + sorted(known))} "
                 f"(in {prompts_dir()}), or give a path to a template file"

@@ -189,7 +189,9 @@ def parse_named_files(values: Sequence[str], option: str) -> list[tuple[str, Pat
     for value in values:
         name, sep, file = value.partition("=")
         if not sep or not name or not file:
-            raise UserError(f"{option} {value!r}: expected NAME=FILE, e.g. {option} base=responses.json")
+            raise UserError(
+                f"{option} {value!r}: expected NAME=FILE, e.g. {option} base=responses.json"
+            )
         if name in seen:
             raise UserError(f"{option}: model name {name!r} given twice")
         seen.add(name)

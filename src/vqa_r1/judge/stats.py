@@ -1,0 +1,197 @@
+"""Alignment statistics per model: accuracy, misalignment rate and misalignment types.
+
+Accuracy is computed over the responses file with the shared extractor (``vqa_r1.answers``), so the
+``study`` rule reproduces the published figures and ``robust`` gives ours from the same files.
+Misalignment follows the study's counting (``not entry.get("aligns", False)``) over the judged
+items only: our own failed or budget-skipped records are left out rather than counted as misaligned.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vqa_r1.answers import is_correct
+from vqa_r1.errors import UserError
+from vqa_r1.judge.prompts import TYPES
+from vqa_r1.judge.responses import REFERENCE_FIELDS, RESPONSE_FIELDS, load_records
+
+FORMATS = ("markdown", "csv", "latex", "json")
+UNSPECIFIED = "unspecified"
+
+
+@dataclass
+class ModelStats:
+    correct: int
+    total: int
+    accuracy: float
+    judged: int
+    misaligned: int
+    misaligned_rate: float
+    types: dict[str, int] = field(default_factory=dict)
+
+
+def is_judged(record: dict[str, Any]) -> bool:
+    """The study's records have no status and all count; ours count only when judged."""
+    return record.get("status", "judged") == "judged"
+
+
+def accuracy_counts(path: Path, rule: str) -> tuple[int, int]:
+    correct = total = 0
+    for position, record in enumerate(load_records(path)):
+        response = next((record[f] for f in RESPONSE_FIELDS if f in record), None)
+        reference = next((record[f] for f in REFERENCE_FIELDS if f in record), None)
+        if response is None or reference is None:
+            raise UserError(f"{path}: record {position} lacks a response or a reference label")
+        total += 1
+        correct += is_correct(response, reference, rule)
+    return correct, total
+
+
+def compute(
+    checks: list[dict[str, Any]],
+    responses: list[tuple[str, Path]],
+    rule: str = "study",
+) -> dict[str, ModelStats]:
+    result: dict[str, ModelStats] = {}
+    for name, path in responses:
+        correct, total = accuracy_counts(path, rule)
+        judged = [r for r in checks if str(r.get("model")) == name and is_judged(r)]
+        misaligned = [r for r in judged if not r.get("aligns", False)]
+        types = Counter((r.get("type") or UNSPECIFIED) for r in misaligned)
+        ordered = {t: types[t] for t in (*TYPES, UNSPECIFIED) if types.get(t)}
+        ordered.update({t: n for t, n in sorted(types.items()) if t not in ordered})
+        result[name] = ModelStats(
+            correct=correct,
+            total=total,
+            accuracy=correct / total if total else 0.0,
+            judged=len(judged),
+            misaligned=len(misaligned),
+            misaligned_rate=len(misaligned) / len(judged) if judged else 0.0,
+            types=ordered,
+        )
+    return result
+
+
+def unjudged_counts(checks: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(str(r.get("model")) for r in checks if not is_judged(r))
+
+
+def as_json(stats: dict[str, ModelStats]) -> dict[str, Any]:
+    return {"models": {name: asdict(s) for name, s in stats.items()}}
+
+
+def _type_columns(stats: dict[str, ModelStats]) -> list[str]:
+    seen = {t for s in stats.values() for t in s.types}
+    return [t for t in (*TYPES, UNSPECIFIED) if t in seen or t in TYPES] + sorted(
+        seen - set(TYPES) - {UNSPECIFIED}
+    )
+
+
+def _rows(stats: dict[str, ModelStats]) -> tuple[list[str], list[list[str]]]:
+    types = _type_columns(stats)
+    header = ["model", "correct", "total", "accuracy", "judged", "misaligned", "misaligned_rate"]
+    header += types
+    rows = []
+    for name, s in stats.items():
+        rows.append(
+            [
+                name,
+                str(s.correct),
+                str(s.total),
+                f"{s.accuracy:.4f}",
+                str(s.judged),
+                str(s.misaligned),
+                f"{s.misaligned_rate:.4f}",
+                *[str(s.types.get(t, 0)) for t in types],
+            ]
+        )
+    return header, rows
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _latex_escape(text: str) -> str:
+    return text.replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
+
+
+def render(stats: dict[str, ModelStats], fmt: str, title: str | None = None) -> str:
+    if fmt == "json":
+        return json.dumps(as_json(stats), indent=2)
+    header, rows = _rows(stats)
+    if fmt == "markdown":
+        table = markdown_table(header, rows)
+        return f"### {title}\n\n{table}" if title else table
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if title:
+            header = ["set", *header]
+            rows = [[title, *row] for row in rows]
+        writer.writerow(header)
+        writer.writerows(rows)
+        return buffer.getvalue().rstrip("\n")
+    if fmt == "latex":
+        spec = "l" + "r" * (len(header) - 1)
+        lines = [r"\begin{tabular}{" + spec + "}", r"\hline"]
+        lines.append(" & ".join(_latex_escape(h) for h in header) + r" \\")
+        lines.append(r"\hline")
+        lines += [" & ".join(_latex_escape(c) for c in row) + r" \\" for row in rows]
+        lines += [r"\hline", r"\end{tabular}"]
+        body = "\n".join(lines)
+        if title:
+            body = f"% {title}\n{body}"
+        return body
+    raise UserError(f"--format {fmt}: use one of {', '.join(FORMATS)}")
+
+
+@dataclass(frozen=True)
+class StatsSet:
+    """One configured comparison (e.g. a split): a checks file and named responses files."""
+
+    name: str
+    checks: Path
+    responses: list[tuple[str, Path]]
+
+
+def load_config(path: Path, data_root: Path | None = None) -> list[StatsSet]:
+    """A YAML list of sets; paths are relative to ``data_root`` (the config's own ``data_root``,
+    itself relative to the config file, unless overridden on the command line)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"--config {path}: file not found") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"--config {path}: not valid YAML ({err})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("sets"), list):
+        raise UserError(f"--config {path}: expected a mapping with a 'sets' list")
+    if data_root is None:
+        data_root = (path.parent / str(raw.get("data_root", "."))).resolve()
+    sets = []
+    for number, entry in enumerate(raw["sets"]):
+        where = f"--config {path}: sets[{number}]"
+        if not isinstance(entry, dict) or not {"name", "checks", "responses"} <= entry.keys():
+            raise UserError(f"{where} needs 'name', 'checks' and 'responses'")
+        responses = entry["responses"]
+        if not isinstance(responses, dict) or not responses:
+            raise UserError(f"{where}.responses must map model names to files")
+        checks = data_root / str(entry["checks"])
+        pairs = [(str(name), data_root / str(file)) for name, file in responses.items()]
+        for file in [checks, *(p for _, p in pairs)]:
+            if not file.is_file():
+                raise UserError(
+                    f"{where}: {file} not found (data root {data_root}; set --data-root)"
+                )
+        sets.append(StatsSet(name=str(entry["name"]), checks=checks, responses=pairs))
+    return sets
