@@ -1,0 +1,131 @@
+"""Open datasets in the VSR schema and turn them into trainer rows.
+
+Both the synthetic scenes and a local VSR copy are folders written with ``save_to_disk`` whose rows
+carry ``image_path, caption, label, relation, subj, obj``. Missing or unreadable images are an error
+with the count and the first paths: silently dropping the image (as the published study's loader
+did) turns a vision benchmark into a text-only one without anyone noticing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.errors import UserError
+
+log = logging.getLogger(__name__)
+VSR_COLUMNS = ("image_path", "caption", "label", "relation", "subj", "obj")
+
+
+def synthetic_dataset_dir(data_cfg: Any) -> Path:
+    """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes."""
+    from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec, write_dataset
+    from vqa_r1.models.tiny import cache_root
+
+    spec = SyntheticSpec(
+        splits={
+            "train": data_cfg.synthetic_train,
+            "validation": data_cfg.synthetic_validation,
+            "test": data_cfg.synthetic_test,
+        },
+        seed=data_cfg.synthetic_seed,
+        scene=SceneConfig(
+            max_objects=data_cfg.synthetic_max_objects,
+            relations=tuple(data_cfg.synthetic_relations),
+        ),
+    )
+    key = json.dumps([spec.splits, spec.seed, spec.scene.max_objects, spec.scene.relations, 1])
+    target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    if not (target / "hf").exists():
+        log.info("generating synthetic dataset into %s", target)
+        write_dataset(target, spec)
+    return target
+
+
+def dataset_dir(data_cfg: Any) -> Path:
+    if data_cfg.dataset == "synthetic":
+        return synthetic_dataset_dir(data_cfg)
+    return Path(data_cfg.dataset)
+
+
+def load_split(path: str | Path, split: str, check_images: bool = True) -> Any:
+    """One split of a VSR-schema dataset folder, with its images verified."""
+    from datasets import DatasetDict, load_from_disk
+
+    path = Path(path)
+    root = path / "hf" if (path / "hf").exists() else path
+    try:
+        loaded = load_from_disk(str(root))
+    except Exception as err:
+        raise UserError(f"{path}: not a dataset saved with save_to_disk ({err})") from None
+    if isinstance(loaded, DatasetDict):
+        if split not in loaded:
+            raise UserError(f"{path}: no split {split!r}; available: {', '.join(loaded)}")
+        ds = loaded[split]
+    else:
+        ds = loaded
+    missing = [c for c in ("caption", "label") if c not in ds.column_names]
+    if "image_path" not in ds.column_names and "image" not in ds.column_names:
+        missing.append("image_path")
+    if missing:
+        raise UserError(f"{path} [{split}]: missing column(s) {missing}; the VSR schema is {VSR_COLUMNS}")
+    if check_images and "image_path" in ds.column_names:
+        check_image_paths(ds["image_path"], f"{path} [{split}]")
+    return ds
+
+
+def check_image_paths(paths: list[str], where: str) -> None:
+    from PIL import Image
+
+    bad = []
+    for p in paths:
+        try:
+            with Image.open(p) as img:
+                img.size  # noqa: B018 - opening reads the header; that is the check
+        except Exception:
+            bad.append(p)
+    if bad:
+        raise UserError(
+            f"{where}: {len(bad)} of {len(paths)} images are missing or unreadable, e.g. "
+            f"{', '.join(bad[:3])}. Fix the image folder (for VSR: download the COCO images the "
+            "image_path column points to) or drop those rows; nothing is silently skipped."
+        )
+
+
+def subset(ds: Any, num_samples: int | None, seed: int) -> Any:
+    """A seeded subset: the same rows on every restart of a requeued job."""
+    if num_samples is None or num_samples >= len(ds):
+        return ds
+    return ds.shuffle(seed=seed).select(range(num_samples))
+
+
+def with_images(ds: Any) -> Any:
+    from datasets import Image
+
+    if "image" in ds.column_names:
+        return ds
+    return ds.add_column("image", list(ds["image_path"])).cast_column("image", Image())
+
+
+def trainer_rows(ds: Any, adapter: Any, kind: str, instruction: str | None = None,
+                 with_reasoning: bool = True) -> Any:
+    """Rows for TRL: conversational ``prompt`` plus ``completion`` (SFT) or ``solution`` (GRPO)."""
+    from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
+
+    has_scene = "subj" in ds.column_names and "relation" in ds.column_names
+
+    def convert(row: dict) -> dict:
+        out = {"prompt": adapter.messages(problem_text(row["caption"]), instruction)}
+        if kind == "sft":
+            text = sft_completion(row, with_reasoning and has_scene)
+            out["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
+        else:
+            out["solution"] = solution_text(row["label"])
+        return out
+
+    keep = {"image_path", "caption", "label", "relation"}
+    drop = [c for c in ds.column_names if c not in keep and c != "image"]
+    return with_images(ds.map(convert, remove_columns=drop))

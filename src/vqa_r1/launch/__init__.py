@@ -1,0 +1,1 @@
+"""Submitting training to SLURM: cluster profiles, job scripts, requeueing."""

@@ -1,0 +1,390 @@
+"""Cluster profiles: where a job runs, kept apart from what it trains.
+
+A recipe says how many GPUs, nodes and hours a run needs; a profile says how a given cluster wants
+that asked for (partition, account, qos, typed GPU gres, CPUs and memory per GPU, its time limit,
+how early it warns before killing a job, and which modules or environments to load). Keeping them
+apart lets one recipe run on the study's 12-hour cluster, a generic GPU cluster and the local test
+cluster without edits. Profiles are YAML files in `slurm/clusters/`; `--cluster NAME` picks one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vqa_r1.errors import UserError
+
+CLUSTERS_DIR_ENV = "VQA_R1_CLUSTERS_DIR"
+_UNLIMITED = {"unlimited", "infinite"}
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """One cluster's submission conventions; every field maps to an sbatch option or job setup."""
+
+    name: str
+    description: str = ""
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    # GPUs are requested as `--gres=gpu:TYPE:N` when a type is set (clusters that mix GPU models
+    # need it), otherwise as `--gpus-per-node=N`.
+    gpu_type: str | None = None
+    gpus_per_node: int = 0
+    cpus_per_gpu: int = 4
+    mem_per_gpu_gb: float | None = None
+    # For jobs without GPUs (merge, evaluation on CPU, the local test cluster).
+    cpus_per_task: int = 1
+    mem_gb: float | None = None
+    # The partition's time limit in minutes; None when it has none. Longer runs requeue themselves.
+    max_time_min: int | None = None
+    # SLURM sends the warning signal this many seconds before the limit; the job must checkpoint
+    # and requeue within it.
+    signal_delay_s: int = 120
+    setup: tuple[str, ...] = ()
+    sbatch_extra: dict[str, str] = field(default_factory=dict)
+    source: Path | None = None
+
+
+# ------------------------------------------------------------------------------------ time
+
+_TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 00:02:00, 90, 1-12)"
+_TIME_RE = re.compile(
+    r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
+    r"|(?P<a>\d+)(?::(?P<b>\d+)(?::(?P<c>\d+))?)?)$"
+)
+
+
+def parse_slurm_time(text: str) -> int:
+    """Minutes in a SLURM time string, seconds rounded up as SLURM does.
+
+    Sub-fields must be in range (MM:SS with SS < 60 and so on): `1:75` is more likely a typo than
+    a request for 2 min 15 s, and SLURM's own leniency there would hide it.
+    """
+    match = _TIME_RE.match(str(text).strip())
+    if match is None:
+        raise UserError(f"time {text!r} is not a SLURM time; use {_TIME_FORMATS}")
+    g = match.groupdict()
+    if g["days"] is not None:
+        days, hours = int(g["days"]), int(g["dh"])
+        minutes, seconds = int(g["dm"] or 0), int(g["ds"] or 0)
+        _check_range(text, hours=(hours, 24), minutes=(minutes, 60), seconds=(seconds, 60))
+    elif g["c"] is not None:  # HH:MM:SS
+        days, hours, minutes, seconds = 0, int(g["a"]), int(g["b"]), int(g["c"])
+        _check_range(text, minutes=(minutes, 60), seconds=(seconds, 60))
+    elif g["b"] is not None:  # MM:SS
+        days, hours, minutes, seconds = 0, 0, int(g["a"]), int(g["b"])
+        _check_range(text, seconds=(seconds, 60))
+    else:  # MM
+        days, hours, minutes, seconds = 0, 0, int(g["a"]), 0
+    total_s = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total_s == 0:
+        raise UserError(
+            f"time {text!r} is zero; SLURM reads 0 as 'no limit', give an explicit limit instead"
+        )
+    return math.ceil(total_s / 60)
+
+
+def _check_range(text: str, **parts: tuple[int, int]) -> None:
+    for unit, (value, bound) in parts.items():
+        if value >= bound:
+            raise UserError(f"time {text!r}: {unit} must be below {bound}, got {value}")
+
+
+def format_slurm_time(minutes: int) -> str:
+    """D-HH:MM:SS, the form sacct and squeue print, for messages that quote a limit back."""
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    clock = f"{hours:02d}:{mins:02d}:00"
+    return f"{days}-{clock}" if days else clock
+
+
+# ------------------------------------------------------------------------------------ loading
+
+
+def clusters_dir() -> Path:
+    """The profile directory: $VQA_R1_CLUSTERS_DIR, else the checkout's slurm/clusters."""
+    override = os.environ.get(CLUSTERS_DIR_ENV)
+    if override:
+        return Path(override)
+    checkout = Path(__file__).resolve().parents[3] / "slurm" / "clusters"
+    return checkout if checkout.is_dir() else Path.cwd() / "slurm" / "clusters"
+
+
+def list_clusters(directory: Path | None = None) -> list[str]:
+    """Names accepted by `--cluster`, i.e. the profile file names without `.yaml`."""
+    directory = directory or clusters_dir()
+    if not directory.is_dir():
+        return []
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_cluster(name_or_path: str | Path) -> ClusterProfile:
+    """A profile by name (from the profile directory) or by path to a YAML file."""
+    path = _resolve(name_or_path)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ProfileLoader)
+    except yaml.YAMLError as error:
+        raise UserError(f"{path}: not valid YAML: {error}") from error
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+    return _build(path, data)
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    text = str(name_or_path)
+    looks_like_path = (
+        isinstance(name_or_path, Path) or "/" in text or text.endswith((".yaml", ".yml"))
+    )
+    if looks_like_path:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise UserError(f"cluster profile {path} does not exist")
+        return path
+    directory = clusters_dir()
+    path = directory / f"{text}.yaml"
+    if not path.is_file():
+        known = ", ".join(list_clusters(directory)) or "none"
+        raise UserError(
+            f"unknown cluster {text!r}; known clusters: {known} "
+            f"(profiles are YAML files in {directory})"
+        )
+    return path
+
+
+class _ProfileLoader(yaml.SafeLoader):
+    """SafeLoader without YAML 1.1 base-60 numbers.
+
+    Plain PyYAML reads an unquoted `max_time: 12:00:00` as the integer 43200, which would then
+    mean 43200 minutes (30 days). Here it stays the string SLURM means.
+    """
+
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_ProfileLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ProfileLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+_ProfileLoader.add_implicit_resolver(
+    _FLOAT, re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)$"), list("-+.0123456789")
+)
+
+
+# ------------------------------------------------------------------------------------ fields
+
+
+def _build(path: Path, data: dict[str, Any]) -> ClusterProfile:
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise UserError(
+            f"{path}: unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"known fields: {', '.join(_FIELDS)}"
+        )
+    values: dict[str, Any] = {}
+    for key, raw in data.items():
+        target, convert = _FIELDS[key]
+        try:
+            values[target] = convert(raw)
+        except (UserError, TypeError, ValueError) as error:
+            raise UserError(f"{path}: field '{key}': {error}") from None
+    name = values.pop("name", None) or path.stem
+    if name != path.stem:
+        raise UserError(
+            f"{path}: field 'name': {name!r} differs from the file name {path.stem!r}; "
+            "they must match so that --cluster finds the profile"
+        )
+    profile = ClusterProfile(name=name, source=path, **values)
+    _check_signal_fits(path, profile)
+    return profile
+
+
+def _check_signal_fits(path: Path, profile: ClusterProfile) -> None:
+    if profile.max_time_min is not None and profile.signal_delay_s >= profile.max_time_min * 60:
+        raise UserError(
+            f"{path}: field 'signal_delay_s': {profile.signal_delay_s} s is not shorter than "
+            f"max_time ({format_slurm_time(profile.max_time_min)}); the job would be warned "
+            "before it starts"
+        )
+
+
+def _optional_str(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError(f"expected a non-empty string, got {raw!r}")
+    return raw.strip()
+
+
+def _str(raw: Any) -> str:
+    value = _optional_str(raw)
+    if value is None:
+        raise ValueError("expected a non-empty string, got nothing")
+    return value
+
+
+def _count(minimum: int):
+    def convert(raw: Any) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
+            raise ValueError(f"expected a whole number >= {minimum}, got {raw!r}")
+        return raw
+
+    return convert
+
+
+def _optional_gb(raw: Any) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0:
+        raise ValueError(f"expected a positive number of GB, got {raw!r}")
+    return float(raw)
+
+
+def _max_time(raw: Any) -> int | None:
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in _UNLIMITED):
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise ValueError(f"expected a SLURM time such as '12:00:00' or UNLIMITED, got {raw!r}")
+    return parse_slurm_time(str(raw))
+
+
+def _setup(raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(line, str) for line in raw):
+        raise ValueError(f"expected a list of shell lines, got {raw!r}")
+    return tuple(raw)
+
+
+def _sbatch_extra(raw: Any) -> dict[str, str]:
+    """Options submitit has no name for, e.g. `{constraint: a100_80gb, exclusive: true}`."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a mapping of sbatch option to value, got {raw!r}")
+    extra: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or key.startswith("-"):
+            raise ValueError(f"option {key!r} must be a name without leading dashes")
+        if not isinstance(value, (str, int, float, bool)):
+            raise ValueError(f"option {key!r}: expected a single value, got {value!r}")
+        extra[key] = value
+    return extra
+
+
+_FIELDS: dict[str, tuple[str, Any]] = {
+    "name": ("name", _str),
+    "description": ("description", lambda raw: "" if raw is None else str(raw).strip()),
+    "partition": ("partition", _optional_str),
+    "account": ("account", _optional_str),
+    "qos": ("qos", _optional_str),
+    "gpu_type": ("gpu_type", _optional_str),
+    "gpus_per_node": ("gpus_per_node", _count(0)),
+    "cpus_per_gpu": ("cpus_per_gpu", _count(1)),
+    "mem_per_gpu_gb": ("mem_per_gpu_gb", _optional_gb),
+    "cpus_per_task": ("cpus_per_task", _count(1)),
+    "mem_gb": ("mem_gb", _optional_gb),
+    "max_time": ("max_time_min", _max_time),
+    "signal_delay_s": ("signal_delay_s", _count(1)),
+    "setup": ("setup", _setup),
+    "sbatch_extra": ("sbatch_extra", _sbatch_extra),
+}
+
+
+# ------------------------------------------------------------------------------------ submitit
+
+
+def to_submitit_params(
+    profile: ClusterProfile,
+    gpus: int | None = None,
+    nodes: int = 1,
+    time_minutes: int | None = None,
+    cpus: int | None = None,
+    mem: float | None = None,
+) -> dict[str, Any]:
+    """Parameters for `submitit.AutoExecutor.update_parameters`.
+
+    `gpus` is per node (the profile's default when None); `cpus` and `mem` (GB) are per node too
+    and default to the per-GPU amounts times `gpus`. Each node runs one task holding all its GPUs,
+    because the launcher inside the job (accelerate/torchrun) starts one process per GPU itself.
+    `time_minutes` defaults to the cluster's limit and may not exceed it: a longer run is several
+    jobs, joined by requeueing, not one long job.
+    """
+    gpus = profile.gpus_per_node if gpus is None else gpus
+    _require(gpus >= 0, f"gpus must be >= 0, got {gpus}")
+    _require(nodes >= 1, f"nodes must be >= 1, got {nodes}")
+    minutes = _job_minutes(profile, time_minutes)
+    params: dict[str, Any] = {
+        "nodes": nodes,
+        "timeout_min": minutes,
+        "slurm_signal_delay_s": profile.signal_delay_s,
+    }
+    for key in ("partition", "account", "qos"):
+        value = getattr(profile, key)
+        if value:
+            params[f"slurm_{key}"] = value
+    params.update(_gpu_params(profile, gpus))
+    params["cpus_per_task"] = cpus if cpus is not None else _default_cpus(profile, gpus)
+    _require(params["cpus_per_task"] >= 1, f"cpus must be >= 1, got {params['cpus_per_task']}")
+    mem_gb = mem if mem is not None else _default_mem(profile, gpus)
+    if mem_gb is not None:
+        _require(mem_gb > 0, f"mem must be > 0 GB, got {mem_gb}")
+        params["mem_gb"] = mem_gb
+    if profile.setup:
+        params["slurm_setup"] = list(profile.setup)
+    if profile.sbatch_extra:
+        params["slurm_additional_parameters"] = dict(profile.sbatch_extra)
+    return params
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise UserError(message)
+
+
+def _job_minutes(profile: ClusterProfile, time_minutes: int | None) -> int:
+    if time_minutes is None:
+        if profile.max_time_min is None:
+            raise UserError(
+                f"cluster {profile.name!r} has no max_time; give the job a time limit (--time)"
+            )
+        return profile.max_time_min
+    _require(time_minutes >= 1, f"time must be at least 1 minute, got {time_minutes}")
+    if profile.max_time_min is not None and time_minutes > profile.max_time_min:
+        raise UserError(
+            f"time {format_slurm_time(time_minutes)} exceeds the limit of cluster "
+            f"{profile.name!r} ({format_slurm_time(profile.max_time_min)}); ask for at most the "
+            "limit, the job requeues itself to run longer"
+        )
+    _require(
+        time_minutes * 60 > profile.signal_delay_s,
+        f"time {format_slurm_time(time_minutes)} is not longer than the warning signal delay of "
+        f"cluster {profile.name!r} ({profile.signal_delay_s} s)",
+    )
+    return time_minutes
+
+
+def _gpu_params(profile: ClusterProfile, gpus: int) -> dict[str, Any]:
+    if gpus == 0:
+        return {}
+    if profile.gpu_type:
+        return {"slurm_gres": f"gpu:{profile.gpu_type}:{gpus}"}
+    return {"gpus_per_node": gpus}
+
+
+def _default_cpus(profile: ClusterProfile, gpus: int) -> int:
+    return profile.cpus_per_gpu * gpus if gpus else profile.cpus_per_task
+
+
+def _default_mem(profile: ClusterProfile, gpus: int) -> float | None:
+    if gpus:
+        return profile.mem_per_gpu_gb * gpus if profile.mem_per_gpu_gb else None
+    return profile.mem_gb

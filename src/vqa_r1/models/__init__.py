@@ -1,0 +1,1 @@
+"""Model registry, family adapters, tiny offline builds and batched generation."""

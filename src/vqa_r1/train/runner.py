@@ -1,0 +1,161 @@
+"""Run SFT or GRPO from a RunConfig: model + LoRA, data, TRL trainer, resume, final adapter.
+
+TRL does the training; this module only assembles its inputs and owns the run directory. A run is
+resumable by construction: calling ``train(config, run_dir)`` again on the same directory continues
+from the latest complete checkpoint with the same seeded subset, sampler position, optimizer,
+scheduler and RNG state (all restored by the Trainer from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.config import RunConfig, save_config
+from vqa_r1.train.checkpoints import AtomicCheckpointMixin, latest_checkpoint
+from vqa_r1.train.run_dir import RunDir
+
+log = logging.getLogger(__name__)
+
+
+def _common_args(config: RunConfig, rd: RunDir, n_rows: int) -> dict:
+    import torch
+
+    t = config.train
+    steps_per_epoch = math.ceil(n_rows / (t.per_device_batch_size * t.gradient_accumulation_steps))
+    if config.verb == "grpo":
+        # each optimisation step sees per_device_batch_size completions, i.e. batch/num_generations prompts
+        steps_per_epoch = math.ceil(n_rows * t.num_generations / (t.per_device_batch_size * t.gradient_accumulation_steps))
+    total = t.max_steps if t.max_steps > 0 else math.ceil(steps_per_epoch * t.epochs)
+    save_steps = max(1, round(t.save_every * total)) if t.save_every < 1 else int(t.save_every)
+    return dict(
+        output_dir=str(rd.checkpoints),
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        warmup_steps=t.warmup_ratio,  # a float < 1 is a fraction of the total steps
+        lr_scheduler_type=t.lr_scheduler,
+        weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm,
+        save_strategy="steps",
+        save_steps=save_steps,
+        logging_steps=t.logging_steps,
+        seed=t.seed,
+        data_seed=t.seed,
+        bf16=t.bf16 and torch.cuda.is_available(),
+        gradient_checkpointing=t.gradient_checkpointing,
+        report_to=[],
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=False,
+    )
+
+
+def _peft_config(config: RunConfig, adapter: Any) -> Any:
+    from peft import LoraConfig
+
+    lc = config.lora
+    if not lc.enabled or config.init_adapter:
+        return None  # no LoRA (full fine-tune), or an existing adapter is continued
+    return LoraConfig(
+        r=lc.r,
+        lora_alpha=lc.alpha,
+        lora_dropout=lc.dropout,
+        target_modules=lc.target_modules or adapter.lora_target_regex(),
+        modules_to_save=lc.modules_to_save or None,
+        task_type="CAUSAL_LM",
+    )
+
+
+def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
+    from vqa_r1.train.callbacks import JsonlMetrics
+
+    callbacks = [JsonlMetrics(rd.metrics)]
+    common = _common_args(config, rd, len(rows))
+    peft_config = _peft_config(config, loaded.adapter)
+    if config.verb == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        class Trainer(AtomicCheckpointMixin, SFTTrainer):
+            pass
+
+        args = SFTConfig(**common, max_length=None, remove_unused_columns=False)
+        return Trainer(
+            model=loaded.model, args=args, train_dataset=rows, processing_class=loaded.processor,
+            peft_config=peft_config, callbacks=callbacks,
+        )
+    from trl import GRPOConfig, GRPOTrainer
+
+    from vqa_r1.rewards import get_rewards
+    from vqa_r1.train.callbacks import recording_reward
+
+    t = config.train
+
+    class Trainer(AtomicCheckpointMixin, GRPOTrainer):
+        pass
+
+    rewards = [
+        recording_reward(fn, rd.completions, t.sample_every, answer_rule=t.answer_rule)
+        if fn.__name__ == "accuracy_reward"
+        else recording_reward(fn, rd.completions, t.sample_every)
+        for fn in get_rewards(t.reward_funcs)
+    ]
+    args = GRPOConfig(
+        **common,
+        num_generations=t.num_generations,
+        max_completion_length=t.max_completion_length,
+        beta=t.beta,
+        loss_type=t.loss_type,
+        temperature=t.temperature,
+        scale_rewards=t.scale_rewards,
+        reward_weights=t.reward_weights,
+        use_vllm=t.use_vllm,
+        vllm_mode=t.vllm_mode,
+    )
+    return Trainer(
+        model=loaded.model, reward_funcs=rewards, args=args, train_dataset=rows,
+        processing_class=loaded.processor, peft_config=peft_config, callbacks=callbacks,
+    )
+
+
+def train(config: RunConfig, run_dir: str | Path) -> dict:
+    """Train (or resume) into ``run_dir``; returns the final status."""
+    import torch
+
+    from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
+    from vqa_r1.models.loading import load_model
+
+    if config.train.num_threads:
+        torch.set_num_threads(config.train.num_threads)
+    rd = RunDir(Path(run_dir)).create()
+    if not rd.config.exists():
+        save_config(config, rd.config)
+    resume = latest_checkpoint(rd.checkpoints)
+    if resume is not None:
+        step = int(resume.name.split("-")[1])
+        rd.trim_metrics(step)
+        log.info("resuming from %s (step %d)", resume, step)
+    started = time.time()
+    restarts = rd.status().get("starts", 0)
+    rd.update_status(state="RUNNING", verb=config.verb, starts=restarts + 1,
+                     resumed_from=str(resume) if resume else None)
+
+    loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
+    if config.model.freeze_vision:
+        loaded.adapter.freeze_vision(loaded.model)
+    ds = load_split(dataset_dir(config.data), config.data.train_split)
+    ds = subset(ds, config.data.num_samples, config.data.subset_seed)
+    rows = trainer_rows(ds, loaded.adapter, config.verb, config.data.instruction, config.data.with_reasoning)
+    trainer = build_trainer(config, rd, loaded, rows)
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    trainer.save_model(str(rd.final))
+    loaded.processor.save_pretrained(str(rd.final))
+    status = dict(state="COMPLETED", global_step=trainer.state.global_step,
+                  train_seconds_last_start=round(time.time() - started, 1), final=str(rd.final))
+    rd.update_status(**status)
+    return rd.status()
