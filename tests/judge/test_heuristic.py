@@ -1,0 +1,67 @@
+import json
+
+import pytest
+from conftest import HUMAN, checks_file, needs_study, write_responses
+from helpers import cli
+
+from vqa_r1.judge.agreement import compute
+from vqa_r1.judge.heuristic import judge, stance
+
+
+@pytest.mark.parametrize(
+    "reasoning, answer, aligns, kind",
+    [
+        ("The cup is on the left of the plate. Therefore, the cup is left of the plate.", "True", True, None),
+        ("The cup is on the left of the plate. Therefore, the cup is left of the plate.", "False", False, "contradiction"),
+        ("The plate is on the right. Therefore, the cup is not left of the plate.", "False", True, None),
+        ("The statement that the cup is left of the plate is false.", "True", False, "contradiction"),
+        ('The statement "The cup is left of the plate" is accurate.', "True", True, None),
+        ("There is no visible plate, so it cannot be determined whether the cup is left of it.", "False", False, "contradiction"),
+        ("There is no plate in the image at all, only a cup.", "True", False, "contradiction"),
+        ("The cup sits to the right of the plate.", "True", False, "contradiction"),
+        ("A dog runs in a park near a tree.", "True", False, "irrelevant"),
+        ("", "True", False, "missing_detail"),
+        ("The cup is left of the plate.", "Maybe", False, "other"),
+    ],
+)  # fmt: skip
+def test_rules(reasoning, answer, aligns, kind):
+    verdict = judge("The cup is left of the plate.", reasoning, answer)
+    assert (verdict["aligns"], verdict["type"]) == (aligns, kind)
+    assert verdict["why"]
+
+
+def test_stance_never_raises_on_odd_text():
+    for text in ["", "...", "\n\n", "{}" * 1000, "NOT NOT NOT", "ünïcödé ✓"]:
+        stance(text, "the cup is left of the plate")
+
+
+@needs_study
+def test_agreement_with_the_human_labels_is_recorded(tmp_path, capsys, no_key_env):
+    """The heuristic is a floor, not a judge: this pins its measured agreement so that a change
+    to the rules shows up here (and in alignment_judge/RESULTS.md)."""
+    responses = tmp_path / "test.json"
+    # the human-labelled items are test indices 0-24 of base and grpo
+    from conftest import responses_file
+
+    out = tmp_path / "heuristic.json"
+    code = cli("judge", "run", "--backend", "heuristic", "--limit", "25",
+               "--responses", f"base={responses_file('base', 'test')}",
+               "--responses", f"grpo={responses_file('grpo', 'test')}",
+               "--questions", checks_file("test"), "--out", out)  # fmt: skip
+    assert code == 0
+    result = compute(out, HUMAN)
+    assert result.n == 50
+    assert result.agreement == pytest.approx(0.74)
+    assert result.kappa == pytest.approx(0.2664, abs=1e-3)
+    records = json.loads(out.read_text())
+    assert {r["judge_model"] for r in records} == {"heuristic"}
+    assert not responses.exists()
+
+
+def test_heuristic_backend_needs_no_key_and_makes_no_request(tmp_path, server, no_key_env):
+    responses = write_responses(tmp_path / "r.json", 5)
+    out = tmp_path / "out.json"
+    assert cli("judge", "run", "--backend", "heuristic", "--responses", f"m={responses}",
+               "--out", out) == 0  # fmt: skip
+    assert len(json.loads(out.read_text())) == 5
+    assert server.count() == 0

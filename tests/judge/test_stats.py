@@ -1,0 +1,130 @@
+"""`judge stats` against the figures the VSR study published.
+
+Expected values: published VSR study, alignment-statistics script (accuracy correct/total,
+misaligned counts and misalignment types per model and split).
+"""
+
+import csv
+import io
+import json
+
+import pytest
+from conftest import REPO, STUDY, checks_file, needs_study, responses_file
+from helpers import cli
+
+from vqa_r1.judge import stats
+
+PUBLISHED = {
+    "test": {
+        "base": (253, 350, 41, {"contradiction": 26, "irrelevant": 3, "missing_detail": 10, "other": 2}),
+        "grpo": (292, 350, 60, {"contradiction": 48, "irrelevant": 4, "missing_detail": 8}),
+    },
+    "train": {
+        "base": (246, 350, 50, {"contradiction": 24, "irrelevant": 4, "missing_detail": 18, "other": 4}),
+        "grpo": (293, 350, 91, {"contradiction": 67, "irrelevant": 6, "missing_detail": 18}),
+    },
+    "validation": {
+        "base": (245, 340, 45, {"contradiction": 24, "irrelevant": 7, "missing_detail": 11, "other": 3}),
+        "grpo": (293, 340, 76, {"contradiction": 60, "irrelevant": 6, "missing_detail": 8, "other": 2}),
+    },
+}  # fmt: skip
+
+
+def _args(split, fmt, rule="study"):
+    return [
+        "judge", "stats", "--checks", checks_file(split),
+        "--responses", f"base={responses_file('base', split)}",
+        "--responses", f"grpo={responses_file('grpo', split)}",
+        "--answer-rule", rule, "--format", fmt,
+    ]  # fmt: skip
+
+
+@needs_study
+@pytest.mark.parametrize("split", ["test", "train", "validation"])
+def test_study_rule_reproduces_published_figures_json(split, tmp_path, capsys):
+    out = tmp_path / "s.json"
+    assert cli(*_args(split, "json"), "--out", out) == 0
+    data = json.loads(out.read_text())
+    assert set(data) == {"models"} and set(data["models"]) == {"base", "grpo"}
+    for model, (correct, total, misaligned, types) in PUBLISHED[split].items():
+        got = data["models"][model]
+        assert set(got) == {"correct", "total", "accuracy", "judged", "misaligned",
+                            "misaligned_rate", "types"}  # fmt: skip
+        assert (got["correct"], got["total"], got["misaligned"]) == (correct, total, misaligned)
+        assert got["types"] == types
+        assert got["judged"] == total
+        assert got["accuracy"] == pytest.approx(correct / total)
+        assert got["misaligned_rate"] == pytest.approx(misaligned / total)
+
+
+@needs_study
+@pytest.mark.parametrize("split", ["test", "train", "validation"])
+def test_every_format_carries_the_published_figures(split, capsys):
+    assert cli(*_args(split, "csv")) == 0
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    for fmt in ("markdown", "latex"):
+        assert cli(*_args(split, fmt)) == 0
+        text = capsys.readouterr().out
+        for model, (correct, total, misaligned, types) in PUBLISHED[split].items():
+            row = rows[model]
+            assert (int(row["correct"]), int(row["total"]), int(row["misaligned"])) == (
+                correct, total, misaligned
+            )  # fmt: skip
+            for kind in ("contradiction", "irrelevant", "missing_detail", "other"):
+                assert int(row[kind]) == types.get(kind, 0)
+            sep = " | " if fmt == "markdown" else " & "
+            line = next(ln for ln in text.splitlines() if ln.lstrip("| ").startswith(model + sep))
+            cells = [c.strip() for c in line.replace("\\\\", "").strip("| ").split(sep.strip())]
+            assert cells[1:3] == [str(correct), str(total)] and cells[5] == str(misaligned)
+
+
+@needs_study
+def test_robust_rule_differs_only_where_the_study_rule_misreads(capsys):
+    # "robust" reads base answers the study's rule mis-scored (test 256 vs 253, validation 246
+    # vs 245); the judged counts do not depend on the rule
+    for split, base_correct in (("test", 256), ("train", 246), ("validation", 246)):
+        assert cli(*_args(split, "json", "robust")) == 0
+        data = json.loads(capsys.readouterr().out)["models"]
+        assert data["base"]["correct"] == base_correct
+        assert data["grpo"]["correct"] == PUBLISHED[split]["grpo"][0]
+        assert data["base"]["misaligned"] == PUBLISHED[split]["base"][2]
+
+
+@needs_study
+def test_configured_set_runs_all_splits(capsys):
+    config = REPO / "alignment_judge" / "vsr_study.yaml"
+    assert cli("judge", "stats", "--config", config, "--data-root", STUDY,
+               "--answer-rule", "study", "--format", "json") == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)["sets"]
+    assert set(data) == {"TEST", "TRAIN", "VALIDATION"}
+    assert data["TRAIN"]["models"]["grpo"]["misaligned"] == 91
+    # the default data_root in the file resolves next to the repository
+    assert cli("judge", "stats", "--config", config, "--format", "csv") == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 7  # header + 3 splits x 2 models
+
+
+def test_failed_and_skipped_records_are_not_counted_as_misaligned(tmp_path):
+    responses = tmp_path / "r.json"
+    responses.write_text(json.dumps([{"true_response": "True", "predicted_response": "Answer: True"}] * 4))
+    checks = [
+        {"index": 0, "model": "m", "aligns": True, "type": None, "status": "judged"},
+        {"index": 1, "model": "m", "aligns": False, "type": "irrelevant", "status": "judged"},
+        {"index": 2, "model": "m", "aligns": None, "type": None, "status": "failed"},
+        {"index": 3, "model": "m", "aligns": None, "type": None, "status": "skipped"},
+        {"index": 0, "model": "other", "aligns": False, "type": "other"},
+    ]  # fmt: skip
+    result = stats.compute(checks, [("m", responses)], "robust")["m"]
+    assert (result.correct, result.total, result.judged, result.misaligned) == (4, 4, 2, 1)
+    assert result.types == {"irrelevant": 1}
+    # a study record without "aligns" counts as misaligned, as in the study's script
+    result = stats.compute([{"index": 0, "model": "m"}], [("m", responses)])["m"]
+    assert (result.judged, result.misaligned, result.types) == (1, 1, {"unspecified": 1})
+
+
+def test_stats_usage_errors(tmp_path, capsys):
+    assert cli("judge", "stats", "--checks", tmp_path / "x.json") == 2
+    assert "--responses" in capsys.readouterr().err
+    bad = tmp_path / "c.yaml"
+    bad.write_text("sets:\n  - name: A\n    checks: nope.json\n    responses: {base: r.json}\n")
+    assert cli("judge", "stats", "--config", bad) == 2
+    assert "nope.json not found" in capsys.readouterr().err
