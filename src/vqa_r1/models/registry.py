@@ -43,5 +43,5 @@ def get_spec(name: str) -> ModelSpec:
     except KeyError:
         raise UserError(
             f"unknown model {name!r}. Valid names: {', '.join(MODELS)} "
-            "(see `vqa-r1 models`), or a local model directory for `--model-path`."
+            "(see `vqa-r1 models`). For a local copy of a registered model, add --set model.path=DIR."
         ) from None

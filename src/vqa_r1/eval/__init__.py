@@ -1,0 +1,1 @@
+"""Batched evaluation and scoring of generated responses."""

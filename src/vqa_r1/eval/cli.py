@@ -1,0 +1,25 @@
+"""`vqa-r1 evaluate`: batched evaluation of a model or a training run on a dataset split."""
+
+from __future__ import annotations
+
+import argparse
+
+from vqa_r1.train.cli import add_run_arguments, config_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser, "evaluate")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vqa_r1.eval.evaluate import evaluate
+    from vqa_r1.logging_setup import setup_logging
+
+    setup_logging()
+    config, out_dir = config_from_args(args, "evaluate")
+    scores = evaluate(config, out_dir, adapter=args.adapter)
+    lo, hi = scores["accuracy_ci_95"]
+    print(f"{config.model.name} on {scores['split']}: accuracy {scores['accuracy']:.3f} "
+          f"[{lo:.3f}, {hi:.3f}] (n={scores['n']}), format rate {scores['format_rate']:.3f}, "
+          f"cache {scores['generation_cache']}; results in {out_dir}")
+    return 0

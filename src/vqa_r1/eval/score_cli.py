@@ -1,0 +1,38 @@
+"""`vqa-r1 score FILE`: accuracy (Wilson CI), weighted P/R/F1 of a generated_responses.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="generated_responses.json file(s)")
+    parser.add_argument("--answer-rule", choices=["robust", "study"], default="robust",
+                        help="robust (default) or the published study's scoring")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--show-differences", action="store_true",
+                        help="list the items that the robust and study rules score differently")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vqa_r1.eval.scoring import read_responses, rule_differences, score_responses
+
+    results = {}
+    for path in args.files:
+        records = read_responses(path)
+        results[path] = score_responses(records, args.answer_rule)
+        if args.show_differences:
+            results[path]["rule_differences"] = rule_differences(records)
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else next(iter(results.values())), indent=2))
+        return 0
+    for path, s in results.items():
+        lo, hi = s["accuracy_ci_95"]
+        print(f"{path}\n  rule={s['answer_rule']} n={s['n']} correct={s['correct']} "
+              f"accuracy={s['accuracy']:.4f} [{lo:.4f}, {hi:.4f}] f1_weighted={s['f1_weighted']:.4f} "
+              f"unparsed={s['unparsed']} format_rate={s['format_rate']:.3f}")
+        for d in s.get("rule_differences", []):
+            print(f"    item {d['index']}: robust read {d['robust']!r} ({'right' if d['robust_correct'] else 'wrong'}), "
+                  f"study read {d['study']!r} ({'right' if d['study_correct'] else 'wrong'}), label {d['label']}")
+    return 0

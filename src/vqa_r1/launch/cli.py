@@ -1,0 +1,140 @@
+"""`python slurm/launch.py <verb>`: submit sft / grpo / evaluate / judge as jobs (SLURM or local).
+
+The same verbs as `vqa-r1`, the same recipes and overrides; in addition the resources (`--gpus`,
+`--nodes`, `--time`), the cluster profile and the executor. `--dry-run` prints the job script and
+the resolved configuration and submits nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vqa_r1.errors import UserError
+
+JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from vqa_r1.train.cli import add_run_arguments
+
+    parser = argparse.ArgumentParser(prog="slurm/launch.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb in JOB_VERBS:
+        # judge has a --dry-run of its own (a cost estimate); here the launcher's meaning wins
+        p = sub.add_parser(verb, help=f"submit a {verb} job", conflict_handler="resolve")
+        if verb == "judge":
+            from vqa_r1.judge.job import add_launch_arguments
+
+            add_launch_arguments(p)
+            p.add_argument("--output-dir", default=None, help="job folder (logs, results)")
+        else:
+            add_run_arguments(p, verb)
+        add_job_arguments(p)
+    return parser
+
+
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("job")
+    g.add_argument("--executor", choices=["auto", "slurm", "local"], default="auto",
+                   help="auto: SLURM when sbatch is on PATH, else a local subprocess")
+    g.add_argument("--cluster", default=None, help="cluster profile in slurm/clusters (default: $VQA_R1_CLUSTER or generic-gpu)")
+    g.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: the recipe's)")
+    g.add_argument("--nodes", type=int, default=None, help="nodes (default: the recipe's)")
+    g.add_argument("--time", default=None, help="time limit per job in SLURM format, e.g. 12:00:00 or 00:02:00")
+    g.add_argument("--dry-run", action="store_true", help="print the job script and configuration; submit nothing")
+    g.add_argument("--no-wait", action="store_true", help="local executor: return at once instead of waiting")
+
+
+def request_from_args(args: argparse.Namespace):
+    import yaml
+
+    from vqa_r1.config import save_config
+    from vqa_r1.launch.submit import LaunchRequest, Resources
+    from vqa_r1.launch.task import Task
+
+    if args.verb == "judge":
+        from vqa_r1.judge.job import config_from_args, server_setup_lines
+
+        jconfig = config_from_args(args)
+        out = Path(args.output_dir or "runs/judge").resolve()
+        task = Task("judge", str(out), extra={"config": jconfig})
+        res = Resources(gpus=args.gpus if args.gpus is not None else (1 if getattr(jconfig, "vllm_model", None) else 0),
+                        nodes=args.nodes or 1, time=args.time or "04:00:00")
+        return LaunchRequest(task, res, args.executor, args.cluster, "vqa-r1-judge", args.dry_run,
+                             setup=server_setup_lines(jconfig)), out
+    from vqa_r1.train.cli import config_from_args
+
+    config, run_dir = config_from_args(args, args.verb)
+    r = config.resources
+    res = Resources(
+        gpus=args.gpus if args.gpus is not None else r.gpus,
+        nodes=args.nodes if args.nodes is not None else r.nodes,
+        time=args.time or r.time,
+        cpus=(r.cpus_per_gpu * max(1, args.gpus if args.gpus is not None else r.gpus)) if r.cpus_per_gpu else None,
+        mem_gb=r.mem_gb,
+    )
+    config.resources.gpus, config.resources.nodes, config.resources.time = res.gpus, res.nodes, res.time
+    summary = [f"# vqa-r1 {args.verb} --model {config.model.name} --recipe {config.recipe}",
+               f"# run directory: {run_dir}"]
+    flat = yaml.safe_dump({k: config.to_dict()[k] for k in ("lora", "train")}, default_flow_style=True, width=10_000)
+    summary.append(f"# settings: {flat.strip()}")
+    if not args.dry_run:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not (run_dir / "config.yaml").exists():
+            save_config(config, run_dir / "config.yaml")
+    check_model_available(config, submitting=not args.dry_run)
+    task = Task(args.verb, str(run_dir), adapter=getattr(args, "adapter", None))
+    name = f"vqa-r1-{args.verb}-{config.model.name}"
+    return LaunchRequest(task, res, args.executor, args.cluster, name, args.dry_run, summary=summary), run_dir, config
+
+
+def check_model_available(config, submitting: bool) -> None:
+    """A hub model must be in the cache before a job is queued: compute nodes are often offline."""
+    from vqa_r1.models.loading import cached_hub_path, download_command
+    from vqa_r1.models.registry import get_spec
+
+    spec = get_spec(config.model.name)
+    if spec.tiny or config.model.path or cached_hub_path(spec.hub_id) is not None:
+        return
+    message = (f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
+               f"login node: {download_command(spec.hub_id)}")
+    if submitting:
+        raise UserError(message)
+    print(f"note: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vqa_r1.launch.submit import dry_run_text, pick_executor, submit, wait_local
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        built = request_from_args(args)
+        request, run_dir = built[0], built[1]
+        if args.dry_run:
+            print(dry_run_text(request))
+            if len(built) > 2:
+                import yaml
+
+                print("# ---- resolved configuration (written to the run directory on submit) ----")
+                print(yaml.safe_dump(built[2].to_dict(), sort_keys=False), end="")
+            return 0
+        kind = pick_executor(args.executor)
+        job = submit(request, run_dir / "jobs")
+        print(f"submitted {args.verb} as {kind} job {job.job_id}; run directory {run_dir}")
+        if kind == "local" and not args.no_wait:
+            result = wait_local(job)
+            print(f"{args.verb} finished: {summarise(result)}")
+        return 0
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def summarise(result) -> str:
+    if isinstance(result, dict):
+        keys = ("state", "global_step", "accuracy", "exit_code")
+        return ", ".join(f"{k}={result[k]}" for k in keys if k in result) or str(result)[:200]
+    return str(result)[:200]

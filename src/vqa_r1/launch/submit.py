@@ -1,0 +1,120 @@
+"""Turn a validated request into a submitit job: SLURM on a cluster, a subprocess locally.
+
+Validation happens here, on the login node, before anything is queued: the recipe and overrides are
+resolved, the dataset is checked, the cluster profile and resources are checked against its limits,
+and the run directory with its resolved config is written. The job only reads that directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.errors import UserError
+from vqa_r1.launch.task import Task
+
+
+@dataclass
+class Resources:
+    gpus: int
+    nodes: int
+    time: str
+    cpus: int | None = None
+    mem_gb: float | None = None
+
+
+@dataclass
+class LaunchRequest:
+    task: Task
+    resources: Resources
+    executor: str = "auto"  # auto | slurm | local
+    cluster: str | None = None
+    job_name: str = "vqa-r1"
+    dry_run: bool = False
+    summary: list[str] = field(default_factory=list)  # recipe settings echoed into the job script
+    setup: list[str] = field(default_factory=list)  # extra setup lines (e.g. start a judge server)
+
+
+def pick_executor(choice: str) -> str:
+    if choice not in ("auto", "slurm", "local"):
+        raise UserError(f"--executor must be auto, slurm or local, not {choice!r}")
+    if choice == "auto":
+        return "slurm" if shutil.which("sbatch") else "local"
+    if choice == "slurm" and not shutil.which("sbatch"):
+        raise UserError("--executor slurm: sbatch is not on PATH (run on a SLURM login node, or use --executor local)")
+    return choice
+
+
+def default_cluster() -> str:
+    import os
+
+    return os.environ.get("VQA_R1_CLUSTER", "generic-gpu")
+
+
+def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
+    from vqa_r1.launch.clusters import load_cluster, parse_slurm_time, to_submitit_params
+
+    profile = load_cluster(request.cluster or default_cluster())
+    res = request.resources
+    minutes = parse_slurm_time(res.time)
+    if profile.max_time_min is not None and minutes > profile.max_time_min:
+        minutes = profile.max_time_min  # a longer run is several jobs joined by requeueing
+    params = to_submitit_params(profile, gpus=res.gpus, nodes=res.nodes, time_minutes=minutes,
+                                cpus=res.cpus, mem=res.mem_gb)
+    params["name"] = request.job_name
+    # many short limits count as timeouts: allow enough requeues for the whole run
+    params["slurm_max_num_timeout"] = 1000
+    setup = list(params.get("slurm_setup", [])) + request.summary + request.setup
+    if setup:
+        params["slurm_setup"] = setup
+    return params
+
+
+def make_executor(kind: str, folder: Path, params: dict[str, Any] | None = None) -> Any:
+    import submitit
+
+    params = dict(params or {})
+    max_timeouts = params.pop("slurm_max_num_timeout", 1000)
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=kind, slurm_max_num_timeout=max_timeouts)
+    if kind == "slurm":
+        executor.update_parameters(**params)
+    else:
+        executor.update_parameters(timeout_min=params.get("timeout_min", 60) if params else 60)
+    return executor
+
+
+def dry_run_text(request: LaunchRequest) -> str:
+    """The exact sbatch script submitit would submit (or the local command), without submitting."""
+    kind = pick_executor(request.executor) if request.executor != "auto" else "slurm"
+    if kind == "local":
+        return (f"# local executor: runs in a subprocess of this machine\n"
+                f"# task: {request.task}\n" + "\n".join(request.summary))
+    params = slurm_parameters(request)
+    folder = Path(tempfile.mkdtemp(prefix="vqa-r1-dryrun-"))
+    try:
+        inner = make_executor("slurm", folder, params)._executor
+        text = inner._make_submission_file_text(inner._submitit_command_str, "DRYRUN")
+        text = text.replace(str(folder), str(Path(request.task.run_dir) / "jobs"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return text
+
+
+def submit(request: LaunchRequest, log_dir: Path) -> Any:
+    kind = pick_executor(request.executor)
+    params = slurm_parameters(request) if kind == "slurm" else {}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    executor = make_executor(kind, log_dir, params)
+    job = executor.submit(request.task)
+    return job
+
+
+def wait_local(job: Any, poll_s: float = 2.0) -> Any:
+    """Wait for a local job, echoing its log; the result or the job's own traceback."""
+    while not job.done():
+        time.sleep(poll_s)
+    return job.result()

@@ -1,0 +1,58 @@
+"""The job as submitit runs it: a picklable callable with a ``checkpoint()`` method.
+
+Everything the job needs is in the run directory written on the login node (the resolved config),
+so the pickled task holds only paths and names: no secrets, no model objects. Calling the task
+again after a requeue resumes from the run directory's latest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Task:
+    verb: str  # sft | grpo | evaluate | judge
+    run_dir: str
+    adapter: str | None = None  # evaluate: adapter or run directory to evaluate
+    extra: dict = field(default_factory=dict)
+
+    def __call__(self) -> dict:
+        from vqa_r1.logging_setup import setup_logging
+
+        setup_logging()
+        run_dir = Path(self.run_dir)
+        log.info("task %s in %s (restart count %s)", self.verb, run_dir, _restart_count())
+        if self.verb == "judge":
+            from vqa_r1.judge.job import run_job
+
+            return {"exit_code": run_job(self.extra["config"])}
+        from vqa_r1.config import read_config
+
+        config = read_config(run_dir / "config.yaml")
+        if self.verb == "evaluate":
+            from vqa_r1.eval.evaluate import evaluate
+
+            return evaluate(config, run_dir, adapter=self.adapter, progress=False)
+        from vqa_r1.launch.requeue import install_graceful_requeue
+        from vqa_r1.train.runner import train
+
+        install_graceful_requeue()
+        return train(config, run_dir)
+
+    def checkpoint(self, *args, **kwargs):
+        """Requeue the same task: it resumes from the latest complete checkpoint of its run dir."""
+        import submitit
+
+        log.info("requeueing %s for %s", self.verb, self.run_dir)
+        return submitit.helpers.DelayedSubmission(Task(self.verb, self.run_dir, self.adapter, self.extra))
+
+
+def _restart_count() -> int:
+    import os
+
+    return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
