@@ -13,7 +13,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 import submitit
-from conftest import final_state, sacct_history, wait_until
+from slurm_helpers import final_state, sacct_history, wait_until
 
 from vqa_r1.launch.clusters import load_cluster, to_submitit_params
 
