@@ -1,7 +1,13 @@
 import pytest
 
 from vqa_r1.errors import UserError
-from vqa_r1.judge.prompts import InvalidVerdict, available, load_prompt, parse_template, validate_verdict
+from vqa_r1.judge.prompts import (
+    InvalidVerdict,
+    available,
+    load_prompt,
+    parse_template,
+    validate_verdict,
+)
 
 
 def test_shipped_prompts_load_and_are_versioned():

@@ -59,12 +59,16 @@ def test_jsonl_and_claim_in_record(tmp_path):
 
 def test_missing_claims_are_a_user_error_that_says_what_to_pass(tmp_path):
     path = tmp_path / "generated_responses.json"
-    path.write_text(json.dumps([{"true_response": "True", "predicted_response": "x\nAnswer: True"}]))
+    path.write_text(
+        json.dumps([{"true_response": "True", "predicted_response": "x\nAnswer: True"}])
+    )
     with pytest.raises(UserError, match="--questions"):
         load_items(path, "base")
     questions = tmp_path / "q.json"
     questions.write_text(json.dumps(["The cat is on the mat."]))
-    assert load_items(path, "base", load_questions(questions))[0].question == "The cat is on the mat."
+    assert (
+        load_items(path, "base", load_questions(questions))[0].question == "The cat is on the mat."
+    )
 
 
 def test_bad_files_name_the_file_and_line(tmp_path):

@@ -105,7 +105,9 @@ def test_configured_set_runs_all_splits(capsys):
 
 def test_failed_and_skipped_records_are_not_counted_as_misaligned(tmp_path):
     responses = tmp_path / "r.json"
-    responses.write_text(json.dumps([{"true_response": "True", "predicted_response": "Answer: True"}] * 4))
+    responses.write_text(
+        json.dumps([{"true_response": "True", "predicted_response": "Answer: True"}] * 4)
+    )
     checks = [
         {"index": 0, "model": "m", "aligns": True, "type": None, "status": "judged"},
         {"index": 1, "model": "m", "aligns": False, "type": "irrelevant", "status": "judged"},

@@ -392,7 +392,7 @@ def server_setup_lines(config: JudgeJobConfig) -> list[str]:
         "  if [ $SECONDS -ge $VQA_R1_VLLM_DEADLINE ]; then",
         f'    echo "vLLM judge server not healthy after {timeout}s; see {server_log}" >&2; exit 1',
         "  fi",
-        "  sleep 2",
+        "  sleep 1",
         "done",
         f'echo "vLLM judge server ready at ${BASE_URL_ENV}" >&2',
     ]
