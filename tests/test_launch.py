@@ -1,0 +1,91 @@
+"""The launcher: dry-run job scripts, validation before submission, and a local run."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
+
+
+def launch(*args, env=None, timeout=300):
+    return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
+
+
+def test_grpo_3b_dry_run_requests_a_gpu_and_carries_the_recipe():
+    out = launch("grpo", "--model", "qwen2.5-vl-3b", "--dry-run", "--output-dir", "/tmp/vqa-r1-dry")
+    assert out.returncode == 0, out.stderr
+    script = out.stdout
+    assert script.startswith("#!/bin/bash")
+    assert "#SBATCH --gpus-per-node=1" in script or "#SBATCH --gres=gpu" in script
+    assert "#SBATCH --signal=USR2@" in script and "#SBATCH --time=" in script
+    assert "learning_rate: 1.0e-05" in script and "num_generations: 4" in script and "beta: 0.04" in script
+    assert "/tmp/vqa-r1-dry/jobs/%j_0_log.out" in script
+    assert "submitit.core._submit" in script
+    assert not Path("/tmp/vqa-r1-dry").exists()  # a dry run writes nothing
+
+
+def test_dry_run_with_overrides_and_cluster_profile():
+    out = launch("sft", "--model", "internvl3-1b", "--dry-run", "--cluster", "study-12h", "--gpus", "2",
+                 "--time", "02:00:00", "--set", "train.learning_rate=3e-4")
+    assert out.returncode == 0, out.stderr
+    assert "#SBATCH --time=120" in out.stdout
+    assert "learning_rate: 0.0003" in out.stdout
+    config = yaml.safe_load(out.stdout.split("# ---- resolved configuration")[1].split("\n", 1)[1])
+    assert config["model"]["name"] == "internvl3-1b" and config["resources"]["gpus"] == 2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["grpo", "--model", "qwen-9000", "--dry-run"], "Valid names"),
+        (["grpo", "--model", "tiny-qwen2.5-vl", "--set", "train.lr=1", "--dry-run"], "unknown key 'train.lr'"),
+        (["grpo", "--model", "qwen2.5-vl-3b", "--time", "soon", "--dry-run"], "time"),
+        (["grpo", "--model", "qwen2.5-vl-3b", "--cluster", "nowhere", "--dry-run"], "nowhere"),
+        (["sft", "--model", "tiny-qwen2.5-vl", "--dataset", "/no/such/data", "--dry-run"], "data.dataset"),
+    ],
+)
+def test_bad_requests_fail_before_submission(args, message, tmp_path):
+    out = launch(*args, "--output-dir", str(tmp_path / "run"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr
+    assert not (tmp_path / "run" / "jobs").exists()  # nothing was submitted
+
+
+def test_slurm_executor_without_sbatch_is_a_clear_error(monkeypatch):
+    import shutil
+
+    from vqa_r1.errors import UserError
+    from vqa_r1.launch.submit import pick_executor
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(UserError, match="sbatch is not on PATH"):
+        pick_executor("slurm")
+    assert pick_executor("auto") == "local"
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
+    assert pick_executor("auto") == "slurm"
+
+
+def test_uncached_hub_model_is_refused_before_queueing(tmp_path):
+    import os
+
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}
+    out = launch("grpo", "--model", "qwen2.5-vl-3b", "--executor", "local", "--output-dir", str(tmp_path / "r"), env=env)
+    assert out.returncode == 2
+    assert "hf download Qwen/Qwen2.5-VL-3B-Instruct" in out.stderr
+
+
+@pytest.mark.slow
+def test_local_grpo_job_leaves_a_run_directory(tmp_path):
+    run = tmp_path / "run"
+    out = launch("grpo", "--model", "tiny-qwen2.5-vl", "--executor", "local", "--output-dir", str(run),
+                 "--set", "train.max_steps=3", "--set", "train.save_every=3")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "state=COMPLETED" in out.stdout
+    assert (run / "config.yaml").exists() and (run / "metrics.jsonl").read_text().strip()
+    assert (run / "checkpoints" / "checkpoint-3" / "adapter_model.safetensors").exists()
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["verb"] == "grpo" and config["train"]["max_steps"] == 3
