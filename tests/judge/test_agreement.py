@@ -1,8 +1,7 @@
 import json
 
 import pytest
-from conftest import HUMAN, checks_file, needs_study
-from helpers import cli
+from judge_helpers import HUMAN, checks_file, cli, needs_study
 
 from vqa_r1.errors import UserError
 from vqa_r1.judge.agreement import cohen_kappa, compute

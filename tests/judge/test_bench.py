@@ -2,7 +2,7 @@
 
 import importlib.util
 
-from conftest import REPO
+from judge_helpers import REPO
 
 
 def _bench():

@@ -1,8 +1,7 @@
 import json
 
 import pytest
-from conftest import write_responses
-from helpers import cli
+from judge_helpers import cli, write_responses
 from loopback_server import LoopbackOpenAI
 
 from vqa_r1.errors import UserError

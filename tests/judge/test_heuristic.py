@@ -1,8 +1,7 @@
 import json
 
 import pytest
-from conftest import HUMAN, checks_file, needs_study, write_responses
-from helpers import cli
+from judge_helpers import HUMAN, checks_file, cli, needs_study, responses_file, write_responses
 
 from vqa_r1.judge.agreement import compute
 from vqa_r1.judge.heuristic import judge, stance
@@ -39,10 +38,7 @@ def test_stance_never_raises_on_odd_text():
 def test_agreement_with_the_human_labels_is_recorded(tmp_path, capsys, no_key_env):
     """The heuristic is a floor, not a judge: this pins its measured agreement so that a change
     to the rules shows up here (and in alignment_judge/RESULTS.md)."""
-    responses = tmp_path / "test.json"
     # the human-labelled items are test indices 0-24 of base and grpo
-    from conftest import responses_file
-
     out = tmp_path / "heuristic.json"
     code = cli("judge", "run", "--backend", "heuristic", "--limit", "25",
                "--responses", f"base={responses_file('base', 'test')}",
@@ -55,7 +51,6 @@ def test_agreement_with_the_human_labels_is_recorded(tmp_path, capsys, no_key_en
     assert result.kappa == pytest.approx(0.2664, abs=1e-3)
     records = json.loads(out.read_text())
     assert {r["judge_model"] for r in records} == {"heuristic"}
-    assert not responses.exists()
 
 
 def test_heuristic_backend_needs_no_key_and_makes_no_request(tmp_path, server, no_key_env):

@@ -9,7 +9,7 @@ import subprocess
 import textwrap
 
 import pytest
-from conftest import write_responses
+from judge_helpers import write_responses
 
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import (

@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from conftest import checks_file, needs_study, responses_file
+from judge_helpers import checks_file, needs_study, responses_file
 
 from vqa_r1.errors import UserError
 from vqa_r1.judge.responses import (

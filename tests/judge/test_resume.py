@@ -9,8 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, write_responses
-from helpers import cli
+from judge_helpers import REPO, cli, write_responses
 from loopback_server import FAULTS, LoopbackOpenAI
 
 FAST = ["--timeout", "0.25", "--backoff-base", "0.01", "--backoff-max", "0.05"]

@@ -10,8 +10,7 @@ import logging
 import pickle
 
 import pytest
-from conftest import write_responses
-from helpers import cli
+from judge_helpers import cli, write_responses
 from loopback_server import LoopbackOpenAI
 
 KEY = "sk-planted-SECRET-7f3a9c1e5b2d4068"

@@ -9,8 +9,7 @@ import io
 import json
 
 import pytest
-from conftest import REPO, STUDY, checks_file, needs_study, responses_file
-from helpers import cli
+from judge_helpers import REPO, STUDY, checks_file, cli, needs_study, responses_file
 
 from vqa_r1.judge import stats
 
