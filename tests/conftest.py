@@ -13,7 +13,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-REALDATA = Path(os.environ.get("VQA_R1_REALDATA", REPO.parent / "shared" / "realdata" / "vlm_r1_vsr"))
+REALDATA = Path(
+    os.environ.get("VQA_R1_REALDATA", REPO.parent / "shared" / "realdata" / "vlm_r1_vsr")
+)
 RESPONSES = REALDATA / "alignment-calculation_LLM-as-a-judge" / "responses"
 
 

@@ -47,8 +47,21 @@ def test_unknown_rule_is_an_error():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "\x00\x01", "ü" * 1000, "<answer><answer></answer>", "</answer><answer>", "<think><answer>",
-     "Answer:", "Answer: \n", "<answer>" * 10_000, "x" * 5_000_000, None, 12, ["a"]],
+    [
+        "",
+        "\x00\x01",
+        "ü" * 1000,
+        "<answer><answer></answer>",
+        "</answer><answer>",
+        "<think><answer>",
+        "Answer:",
+        "Answer: \n",
+        "<answer>" * 10_000,
+        "x" * 5_000_000,
+        None,
+        12,
+        ["a"],
+    ],
 )
 def test_extractor_never_raises(text):
     for rule in ("robust", "study"):

@@ -3,10 +3,10 @@
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from vqa_r1.cli import VERBS
 

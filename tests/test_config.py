@@ -24,8 +24,16 @@ def test_every_recipe_loads():
 
 
 def test_overrides_are_typed():
-    c = load_config("sft", "tiny-smolvlm", overrides=["train.learning_rate=3e-4", "lora.r=4",
-                                                     "train.reward_funcs=accuracy", "data.num_samples=none"])
+    c = load_config(
+        "sft",
+        "tiny-smolvlm",
+        overrides=[
+            "train.learning_rate=3e-4",
+            "lora.r=4",
+            "train.reward_funcs=accuracy",
+            "data.num_samples=none",
+        ],
+    )
     assert c.train.learning_rate == 3e-4 and c.lora.r == 4
     assert c.train.reward_funcs == ["accuracy"] and c.data.num_samples is None
     assert parse_overrides(["a.b=1", "a.c=x"]) == {"a": {"b": 1, "c": "x"}}

@@ -45,7 +45,9 @@ def test_trainer_rows(synthetic_dir):
     adapter = get_adapter("qwen2_5_vl")
     sft = trainer_rows(ds, adapter, "sft")
     row = sft[0]
-    assert row["prompt"][0]["content"][1]["text"].startswith("Is the following statement true: The ")
+    assert row["prompt"][0]["content"][1]["text"].startswith(
+        "Is the following statement true: The "
+    )
     target = row["completion"][0]["content"][0]["text"]
     assert target.startswith("<think> ") and target.endswith("</answer>")
     assert ("True" in target) == bool(row["label"])

@@ -12,7 +12,9 @@ LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
 
 
 def launch(*args, env=None, timeout=300):
-    return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
+    return subprocess.run(
+        [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
+    )
 
 
 def test_grpo_3b_dry_run_requests_a_gpu_and_carries_the_recipe():
@@ -22,15 +24,31 @@ def test_grpo_3b_dry_run_requests_a_gpu_and_carries_the_recipe():
     assert script.startswith("#!/bin/bash")
     assert "#SBATCH --gpus-per-node=1" in script or "#SBATCH --gres=gpu" in script
     assert "#SBATCH --signal=USR2@" in script and "#SBATCH --time=" in script
-    assert "learning_rate: 1.0e-05" in script and "num_generations: 4" in script and "beta: 0.04" in script
+    assert (
+        "learning_rate: 1.0e-05" in script
+        and "num_generations: 4" in script
+        and "beta: 0.04" in script
+    )
     assert "/tmp/vqa-r1-dry/jobs/%j_0_log.out" in script
     assert "submitit.core._submit" in script
     assert not Path("/tmp/vqa-r1-dry").exists()  # a dry run writes nothing
 
 
 def test_dry_run_with_overrides_and_cluster_profile():
-    out = launch("sft", "--model", "internvl3-1b", "--dry-run", "--cluster", "study-12h", "--gpus", "2",
-                 "--time", "02:00:00", "--set", "train.learning_rate=3e-4")
+    out = launch(
+        "sft",
+        "--model",
+        "internvl3-1b",
+        "--dry-run",
+        "--cluster",
+        "study-12h",
+        "--gpus",
+        "2",
+        "--time",
+        "02:00:00",
+        "--set",
+        "train.learning_rate=3e-4",
+    )
     assert out.returncode == 0, out.stderr
     assert "#SBATCH --time=120" in out.stdout
     assert "learning_rate: 0.0003" in out.stdout
@@ -42,10 +60,16 @@ def test_dry_run_with_overrides_and_cluster_profile():
     "args, message",
     [
         (["grpo", "--model", "qwen-9000", "--dry-run"], "Valid names"),
-        (["grpo", "--model", "tiny-qwen2.5-vl", "--set", "train.lr=1", "--dry-run"], "unknown key 'train.lr'"),
+        (
+            ["grpo", "--model", "tiny-qwen2.5-vl", "--set", "train.lr=1", "--dry-run"],
+            "unknown key 'train.lr'",
+        ),
         (["grpo", "--model", "qwen2.5-vl-3b", "--time", "soon", "--dry-run"], "time"),
         (["grpo", "--model", "qwen2.5-vl-3b", "--cluster", "nowhere", "--dry-run"], "nowhere"),
-        (["sft", "--model", "tiny-qwen2.5-vl", "--dataset", "/no/such/data", "--dry-run"], "data.dataset"),
+        (
+            ["sft", "--model", "tiny-qwen2.5-vl", "--dataset", "/no/such/data", "--dry-run"],
+            "data.dataset",
+        ),
     ],
 )
 def test_bad_requests_fail_before_submission(args, message, tmp_path):
@@ -72,8 +96,21 @@ def test_slurm_executor_without_sbatch_is_a_clear_error(monkeypatch):
 def test_uncached_hub_model_is_refused_before_queueing(tmp_path):
     import os
 
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}
-    out = launch("grpo", "--model", "qwen2.5-vl-3b", "--executor", "local", "--output-dir", str(tmp_path / "r"), env=env)
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
+    }
+    out = launch(
+        "grpo",
+        "--model",
+        "qwen2.5-vl-3b",
+        "--executor",
+        "local",
+        "--output-dir",
+        str(tmp_path / "r"),
+        env=env,
+    )
     assert out.returncode == 2
     assert "hf download Qwen/Qwen2.5-VL-3B-Instruct" in out.stderr
 
@@ -81,11 +118,99 @@ def test_uncached_hub_model_is_refused_before_queueing(tmp_path):
 @pytest.mark.slow
 def test_local_grpo_job_leaves_a_run_directory(tmp_path):
     run = tmp_path / "run"
-    out = launch("grpo", "--model", "tiny-qwen2.5-vl", "--executor", "local", "--output-dir", str(run),
-                 "--set", "train.max_steps=3", "--set", "train.save_every=3")
+    out = launch(
+        "grpo",
+        "--model",
+        "tiny-qwen2.5-vl",
+        "--executor",
+        "local",
+        "--output-dir",
+        str(run),
+        "--set",
+        "train.max_steps=3",
+        "--set",
+        "train.save_every=3",
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "state=COMPLETED" in out.stdout
     assert (run / "config.yaml").exists() and (run / "metrics.jsonl").read_text().strip()
     assert (run / "checkpoints" / "checkpoint-3" / "adapter_model.safetensors").exists()
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["verb"] == "grpo" and config["train"]["max_steps"] == 3
+
+
+def test_multi_node_deepspeed_and_vllm_server_dry_run():
+    out = launch(
+        "grpo",
+        "--model",
+        "qwen2.5-vl-7b",
+        "--gpus",
+        "4",
+        "--nodes",
+        "2",
+        "--set",
+        "train.deepspeed=zero3",
+        "--set",
+        "train.use_vllm=true",
+        "--set",
+        "train.vllm_mode=server",
+        "--dry-run",
+    )
+    assert out.returncode == 0, out.stderr
+    script = out.stdout
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --gpus-per-node=4" in script
+    assert (
+        "#SBATCH --ntasks-per-node=3" in script
+    )  # one training process per GPU, the 4th serves vLLM
+    assert "trl vllm-serve --model Qwen/Qwen2.5-VL-7B-Instruct" in script
+    assert "export CUDA_VISIBLE_DEVICES=0,1,2" in script and "VQA_R1_VLLM_URL" in script
+    assert "deepspeed: zero3" in script
+    assert 'export PYTHONPATH="' in script and "/code/" in script  # the code snapshot
+
+
+def test_zero2_multi_gpu_and_bad_deepspeed_name():
+    out = launch(
+        "sft",
+        "--model",
+        "qwen2.5-vl-3b",
+        "--gpus",
+        "2",
+        "--set",
+        "train.deepspeed=zero2",
+        "--dry-run",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "#SBATCH --ntasks-per-node=2" in out.stdout and "vllm-serve" not in out.stdout
+    bad = launch("sft", "--model", "qwen2.5-vl-3b", "--set", "train.deepspeed=zero9", "--dry-run")
+    assert bad.returncode == 2 and "zero2, zero3" in bad.stderr
+
+
+def test_torch_distributed_environment_from_slurm(monkeypatch):
+    import os
+
+    from vqa_r1.launch.distributed import deepspeed_config, export_torch_distributed
+
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    slurm = {
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS": "8",
+        "SLURM_PROCID": "5",
+        "SLURM_LOCALID": "1",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NNODES": "2",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_NODELIST": "gpu[01-02]",
+        "SLURM_JOB_NODELIST": "gpu[01-02]",
+        "SUBMITIT_EXECUTOR": "slurm",
+        "SLURM_NTASKS_PER_NODE": "4",
+    }
+    for key, value in slurm.items():
+        monkeypatch.setenv(key, value)
+    env = export_torch_distributed()
+    assert env["RANK"] == "5" and env["WORLD_SIZE"] == "8" and env["LOCAL_RANK"] == "1"
+    assert env["MASTER_ADDR"] == "gpu01" and 20000 <= int(env["MASTER_PORT"]) <= 60000
+    assert os.environ["RANK"] == "5"
+    import json
+
+    assert json.loads(open(deepspeed_config("zero3")).read())["zero_optimization"]["stage"] == 3

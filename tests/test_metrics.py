@@ -5,7 +5,9 @@ from vqa_r1.metrics import classification_scores, weighted_prf, wilson_interval
 
 def test_wilson_known_values():
     # the study's sft-valid-set scores.json: 286/340 correct
-    assert wilson_interval(286, 340) == pytest.approx((0.7985431834332446, 0.8761863875606448), abs=1e-12)
+    assert wilson_interval(286, 340) == pytest.approx(
+        (0.7985431834332446, 0.8761863875606448), abs=1e-12
+    )
     lo, hi = wilson_interval(0, 10)
     assert lo == 0.0 and 0.25 < hi < 0.35  # unlike Wald, not a zero-width interval
     assert wilson_interval(0, 0) == (0.0, 0.0)
@@ -22,7 +24,9 @@ def test_weighted_prf_hand_computed():
 
 
 def test_classification_scores_per_relation_and_unparsed():
-    s = classification_scores(["true", "false", "true"], ["true", "", "false"], ["left of", "above", "left of"])
+    s = classification_scores(
+        ["true", "false", "true"], ["true", "", "false"], ["left of", "above", "left of"]
+    )
     assert s["accuracy"] == pytest.approx(1 / 3) and s["n"] == 3
     assert s["per_relation"]["left of"]["accuracy"] == 0.5
     assert s["per_relation"]["above"]["accuracy"] == 0.0

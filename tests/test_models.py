@@ -37,7 +37,9 @@ def test_tiny_family_loads_generates_and_trains_a_lora_step(name):
     adapter = loaded.adapter
     targets = lora_target_names(loaded.model, adapter.lora_target_regex())
     assert targets, "the language-model regex matched nothing"
-    model = get_peft_model(loaded.model, LoraConfig(r=4, lora_alpha=8, target_modules=adapter.lora_target_regex()))
+    model = get_peft_model(
+        loaded.model, LoraConfig(r=4, lora_alpha=8, target_modules=adapter.lora_target_regex())
+    )
     wrapped = [n for n, m in model.named_modules() if hasattr(m, "lora_A")]
     assert wrapped
     # the vision-tower test: no vision or projector module carries LoRA
@@ -45,8 +47,11 @@ def test_tiny_family_loads_generates_and_trains_a_lora_step(name):
     assert all(("language_model" in n or "text_model" in n) for n in wrapped)
 
     proc = loaded.processor
-    texts = [proc.apply_chat_template(adapter.messages(q), add_generation_prompt=True) + "<answer> True </answer>"
-             for q in questions]
+    texts = [
+        proc.apply_chat_template(adapter.messages(q), add_generation_prompt=True)
+        + "<answer> True </answer>"
+        for q in questions
+    ]
     batch = proc(text=texts, images=[[i] for i in images], return_tensors="pt", padding=True)
     labels = batch["input_ids"].clone()
     labels[batch["attention_mask"] == 0] = -100
@@ -56,7 +61,9 @@ def test_tiny_family_loads_generates_and_trains_a_lora_step(name):
     loss = model(**batch, labels=labels).loss
     loss.backward()
     opt.step()
-    changed = [n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(p, before[n])]
+    changed = [
+        n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(p, before[n])
+    ]
     assert changed, "a LoRA step changed no parameter"
 
 
@@ -110,7 +117,9 @@ def test_uncached_generation_suppresses_the_image_token():
     with torch.no_grad():  # the image token now outscores the greedy choice
         head.weight[image_id] = head.weight[first] * 3
     unsuppressed = loaded.model(**inputs).logits[0, -1].argmax().item()
-    assert unsuppressed == image_id, "the test setup failed to make the image token the greedy choice"
+    assert unsuppressed == image_id, (
+        "the test setup failed to make the image token the greedy choice"
+    )
     ids = gen._generate_ids(inputs, use_cache=False)
     assert image_id not in ids.tolist()[0]
 

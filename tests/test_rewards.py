@@ -16,9 +16,14 @@ def test_accuracy_reward():
 
 
 def test_accuracy_reward_conversational_completions():
-    conv = [[{"role": "assistant", "content": GOOD}],
-            [{"role": "assistant", "content": [{"type": "text", "text": "<answer>False</answer>"}]}]]
-    assert accuracy_reward(conv, ["<answer> True </answer>", "<answer> False </answer>"]) == [1.0, 1.0]
+    conv = [
+        [{"role": "assistant", "content": GOOD}],
+        [{"role": "assistant", "content": [{"type": "text", "text": "<answer>False</answer>"}]}],
+    ]
+    assert accuracy_reward(conv, ["<answer> True </answer>", "<answer> False </answer>"]) == [
+        1.0,
+        1.0,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -40,15 +45,30 @@ def test_format_reward(text, expected):
     assert format_reward([text]) == [expected]
 
 
-ADVERSARIAL = ["", "\x00", "🙂" * 999, "<think>" * 5000, "</answer>" * 5000, "<answer>" + "x" * 2_000_000,
-               None, 3.5, {"role": "assistant"}, [{"content": None}], [[1, 2]]]
+ADVERSARIAL = [
+    "",
+    "\x00",
+    "🙂" * 999,
+    "<think>" * 5000,
+    "</answer>" * 5000,
+    "<answer>" + "x" * 2_000_000,
+    None,
+    3.5,
+    {"role": "assistant"},
+    [{"content": None}],
+    [[1, 2]],
+]
 
 
 @pytest.mark.parametrize("name", sorted(REWARDS))
 def test_rewards_never_raise(name):
     fn = REWARDS[name]
     start = time.perf_counter()
-    out = fn(completions=ADVERSARIAL, solution=["<answer> True </answer>"] * len(ADVERSARIAL), prompts=None)
+    out = fn(
+        completions=ADVERSARIAL,
+        solution=["<answer> True </answer>"] * len(ADVERSARIAL),
+        prompts=None,
+    )
     assert len(out) == len(ADVERSARIAL)
     assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in out)
     assert time.perf_counter() - start < 5

@@ -14,24 +14,39 @@ import pytest
 from vqa_r1.eval.scoring import read_responses, rule_differences, score_responses
 
 PUBLISHED = {
-    ("base", "test"): (253, 350), ("grpo", "test"): (292, 350),
-    ("base", "train"): (246, 350), ("grpo", "train"): (293, 350),
-    ("base", "validation"): (245, 340), ("grpo", "validation"): (293, 340),
+    ("base", "test"): (253, 350),
+    ("grpo", "test"): (292, 350),
+    ("base", "train"): (246, 350),
+    ("grpo", "train"): (293, 350),
+    ("base", "validation"): (245, 340),
+    ("grpo", "validation"): (293, 340),
 }
 
 
 @pytest.mark.parametrize("model, split", sorted(PUBLISHED))
 def test_study_rule_reproduces_published_accuracy(realdata, model, split):
-    path = realdata / "alignment-calculation_LLM-as-a-judge/responses" / model / f"generated_responses_{split}.json"
-    out = subprocess.run([sys.executable, "-m", "vqa_r1", "score", str(path), "--answer-rule", "study", "--json"],
-                         capture_output=True, text=True, check=True)
+    path = (
+        realdata
+        / "alignment-calculation_LLM-as-a-judge/responses"
+        / model
+        / f"generated_responses_{split}.json"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "vqa_r1", "score", str(path), "--answer-rule", "study", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     scores = json.loads(out.stdout)
     assert (scores["correct"], scores["n"]) == PUBLISHED[(model, split)]
 
 
 def test_scores_json_matches_study_metrics(realdata):
     """The grpo validation responses reproduce the study's results/vsr/grpo/scores.json."""
-    records = read_responses(realdata / "alignment-calculation_LLM-as-a-judge/responses/grpo/generated_responses_validation.json")
+    records = read_responses(
+        realdata
+        / "alignment-calculation_LLM-as-a-judge/responses/grpo/generated_responses_validation.json"
+    )
     ours = score_responses(records, "study")
     theirs = json.loads((realdata / "results/vsr/grpo/scores.json").read_text())
     for key in ("accuracy", "precision_weighted", "recall_weighted", "f1_weighted"):
@@ -64,6 +79,8 @@ def test_where_the_rules_differ(realdata):
 def test_score_cli_rejects_bad_file(tmp_path):
     bad = tmp_path / "r.json"
     bad.write_text('[{"true_response": "True"}]')
-    out = subprocess.run([sys.executable, "-m", "vqa_r1", "score", str(bad)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "vqa_r1", "score", str(bad)], capture_output=True, text=True
+    )
     assert out.returncode == 2
     assert "predicted_response" in out.stderr and str(bad) in out.stderr

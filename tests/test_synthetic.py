@@ -3,7 +3,14 @@ import time
 from collections import Counter
 
 from vqa_r1.data.datasets import load_split
-from vqa_r1.data.synthetic import RELATIONS, SceneConfig, SyntheticSpec, draw, generate_scenes, write_dataset
+from vqa_r1.data.synthetic import (
+    RELATIONS,
+    SceneConfig,
+    SyntheticSpec,
+    draw,
+    generate_scenes,
+    write_dataset,
+)
 
 
 def _holds(relation, a, b):

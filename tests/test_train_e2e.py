@@ -26,8 +26,13 @@ class CrashAt(TrainerCallback):
 
 
 def _config(verb, synthetic_dir, steps, **extra):
-    overrides = [f"data.dataset={synthetic_dir}", f"train.max_steps={steps}", "train.save_every=2",
-                 "train.logging_steps=1", "train.per_device_batch_size=4"]
+    overrides = [
+        f"data.dataset={synthetic_dir}",
+        f"train.max_steps={steps}",
+        "train.save_every=2",
+        "train.logging_steps=1",
+        "train.per_device_batch_size=4",
+    ]
     return load_config(verb, "tiny-qwen2.5-vl", overrides=overrides, **extra)
 
 
@@ -53,8 +58,14 @@ def test_sft_then_grpo_run_directories(synthetic_dir, tmp_path):
         assert (sft / name).exists(), name
     ckpt = latest_checkpoint(sft / "checkpoints")
     assert ckpt.name == "checkpoint-4"
-    for name in ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth",
-                 "trainer_state.json", COMPLETE_MARKER):
+    for name in (
+        "adapter_model.safetensors",
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+        "trainer_state.json",
+        COMPLETE_MARKER,
+    ):
         assert (ckpt / name).exists(), name
     grpo = tmp_path / "grpo"
     cfg = _config("grpo", synthetic_dir, 2, init_adapter=str(sft / "final"))
@@ -108,7 +119,9 @@ def test_resume_after_crash_equals_uninterrupted_run(verb, synthetic_dir, tmp_pa
     wa, wb = _adapter(clean), _adapter(crashed)
     assert any(k for k in wa if "lora_B" in k and wa[k].abs().sum() > 0), "training changed nothing"
     if verb == "grpo":
-        assert any(r["grad_norm"] > 0 for r in a), "GRPO had no gradient: the comparison would be vacuous"
+        assert any(r["grad_norm"] > 0 for r in a), (
+            "GRPO had no gradient: the comparison would be vacuous"
+        )
     for key in wa:
         torch.testing.assert_close(wb[key], wa[key], rtol=1e-4, atol=1e-6)
 

@@ -96,6 +96,8 @@ class TrainConfig:
     answer_rule: str = "robust"
     use_vllm: bool = False
     vllm_mode: str = "colocate"  # colocate | server
+    deepspeed: str | None = None  # zero2 | zero3 | a DeepSpeed JSON path (multi-GPU)
+    report_to: list[str] = field(default_factory=list)  # e.g. [wandb]; the run id survives requeues
     sample_every: int = 10  # save sampled completions every N reward calls
 
 
@@ -177,7 +179,9 @@ def _apply(obj: Any, updates: dict, where: str) -> None:
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
-                raise UserError(f"{path}: expected a mapping of {sorted(f.name for f in dataclasses.fields(current))}")
+                raise UserError(
+                    f"{path}: expected a mapping of {sorted(f.name for f in dataclasses.fields(current))}"
+                )
             _apply(current, value, path)
         else:
             setattr(obj, key, _coerce(value, hints[key], path))
@@ -209,7 +213,9 @@ def recipe_path(name: str) -> Path:
         return candidate
     path = RECIPE_DIR / f"{name}.yaml"
     if not path.exists():
-        raise UserError(f"unknown recipe {name!r}: available are {', '.join(list_recipes())}, or a YAML file path")
+        raise UserError(
+            f"unknown recipe {name!r}: available are {', '.join(list_recipes())}, or a YAML file path"
+        )
     return path
 
 
@@ -217,11 +223,18 @@ def default_recipe(verb: str, size: str) -> str:
     for name in (f"{verb}_{size}", f"{verb}_default"):
         if (RECIPE_DIR / f"{name}.yaml").exists():
             return name
-    raise UserError(f"no recipe for {verb} at size {size}: pass --recipe (available: {', '.join(list_recipes())})")
+    raise UserError(
+        f"no recipe for {verb} at size {size}: pass --recipe (available: {', '.join(list_recipes())})"
+    )
 
 
-def load_config(verb: str, model: str, recipe: str | None = None, overrides: list[str] | None = None,
-                **fields: Any) -> RunConfig:
+def load_config(
+    verb: str,
+    model: str,
+    recipe: str | None = None,
+    overrides: list[str] | None = None,
+    **fields: Any,
+) -> RunConfig:
     """Resolve recipe + overrides + explicit fields into a validated RunConfig."""
     from vqa_r1.models.registry import get_spec
 
@@ -268,7 +281,15 @@ def validate(config: RunConfig) -> None:
     if t.reward_weights is not None and len(t.reward_weights) != len(t.reward_funcs):
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
     if config.verb == "grpo" and t.num_generations < 2:
-        raise UserError("train.num_generations must be at least 2: GRPO compares completions within a group")
+        raise UserError(
+            "train.num_generations must be at least 2: GRPO compares completions within a group"
+        )
+    if t.vllm_mode not in ("colocate", "server"):
+        raise UserError("train.vllm_mode must be colocate or server")
+    if t.deepspeed:
+        from vqa_r1.launch.distributed import deepspeed_config
+
+        deepspeed_config(t.deepspeed)
     if t.learning_rate <= 0:
         raise UserError("train.learning_rate must be positive")
     for rule in (t.answer_rule, config.eval.answer_rule):

@@ -16,12 +16,26 @@ MODEL = "tiny-qwen2.5-vl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="results/demo", help="output folder (default: results/demo)")
-    parser.add_argument("--sft-steps", type=int, default=None, help="override the SFT recipe's max_steps")
-    parser.add_argument("--grpo-steps", type=int, default=None, help="override the GRPO recipe's max_steps")
-    parser.add_argument("--eval-limit", type=int, default=None, help="evaluate on the first N test items only")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override applied to all three stages, e.g. data.synthetic_train=500")
+    parser.add_argument(
+        "--out", default="results/demo", help="output folder (default: results/demo)"
+    )
+    parser.add_argument(
+        "--sft-steps", type=int, default=None, help="override the SFT recipe's max_steps"
+    )
+    parser.add_argument(
+        "--grpo-steps", type=int, default=None, help="override the GRPO recipe's max_steps"
+    )
+    parser.add_argument(
+        "--eval-limit", type=int, default=None, help="evaluate on the first N test items only"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override applied to all three stages, e.g. data.synthetic_train=500",
+    )
     parser.add_argument("--fresh", action="store_true", help="delete earlier demo runs first")
 
 
@@ -57,8 +71,13 @@ def run(args: argparse.Namespace) -> int:
     timings["sft"] = time.perf_counter() - t
 
     t = stage("GRPO (TRL GRPOTrainer) from the SFT adapter")
-    grpo_cfg = load_config("grpo", MODEL, "demo_grpo", args.overrides + _steps(args.grpo_steps),
-                           init_adapter=str(sft_dir / "final"))
+    grpo_cfg = load_config(
+        "grpo",
+        MODEL,
+        "demo_grpo",
+        args.overrides + _steps(args.grpo_steps),
+        init_adapter=str(sft_dir / "final"),
+    )
     grpo_dir = runs / "grpo"
     train(grpo_cfg, grpo_dir)
     timings["grpo"] = time.perf_counter() - t
@@ -77,8 +96,20 @@ def run(args: argparse.Namespace) -> int:
     plot_rewards(grpo_dir / "metrics.jsonl", sft_dir / "metrics.jsonl", out / "reward_curve.png")
     summary = {
         "model": MODEL,
-        "results": {k: {m: v[m] for m in ("accuracy", "accuracy_ci_95", "format_rate", "n", "f1_weighted",
-                                          "per_relation")} for k, v in rows.items()},
+        "results": {
+            k: {
+                m: v[m]
+                for m in (
+                    "accuracy",
+                    "accuracy_ci_95",
+                    "format_rate",
+                    "n",
+                    "f1_weighted",
+                    "per_relation",
+                )
+            }
+            for k, v in rows.items()
+        },
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -100,8 +131,10 @@ def results_table(rows: dict[str, dict]) -> str:
     ]
     for name, s in rows.items():
         lo, hi = s["accuracy_ci_95"]
-        lines.append(f"| {name} | {s['accuracy']:.3f} | [{lo:.3f}, {hi:.3f}] | {s['format_rate']:.3f} "
-                     f"| {s['f1_weighted']:.3f} | {s['n']} |")
+        lines.append(
+            f"| {name} | {s['accuracy']:.3f} | [{lo:.3f}, {hi:.3f}] | {s['format_rate']:.3f} "
+            f"| {s['f1_weighted']:.3f} | {s['n']} |"
+        )
     return "\n".join(lines)
 
 
@@ -124,12 +157,18 @@ def plot_rewards(grpo_metrics: Path, sft_metrics: Path, png: Path) -> None:
         ax1.plot([r["step"] for r in sft], [r["loss"] for r in sft], color="tab:gray")
     ax1.set(title="SFT loss", xlabel="step", ylabel="loss")
     window = max(1, len(grpo) // 20)
-    for key, label in (("reward", "total"), ("rewards/accuracy_reward/mean", "accuracy"),
-                       ("rewards/format_reward/mean", "format")):
+    for key, label in (
+        ("reward", "total"),
+        ("rewards/accuracy_reward/mean", "accuracy"),
+        ("rewards/format_reward/mean", "format"),
+    ):
         values = [r.get(key) for r in grpo if r.get(key) is not None]
         if values:
-            smooth = [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1])
-                      for i in range(len(values))]
+            smooth = [
+                sum(values[max(0, i - window + 1) : i + 1])
+                / len(values[max(0, i - window + 1) : i + 1])
+                for i in range(len(values))
+            ]
             ax2.plot(range(1, len(smooth) + 1), smooth, label=label)
     ax2.set(title=f"GRPO reward (moving mean over {window} steps)", xlabel="step", ylabel="reward")
     ax2.legend()

@@ -31,7 +31,9 @@ def completion_text(completion: Any) -> str:
             for message in completion:
                 content = message.get("content", "") if isinstance(message, dict) else message
                 if isinstance(content, list):
-                    content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+                    content = " ".join(
+                        str(c.get("text", "")) for c in content if isinstance(c, dict)
+                    )
                 parts.append(str(content))
             return "\n".join(parts)
         return "" if completion is None else str(completion)

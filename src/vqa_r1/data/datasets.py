@@ -71,7 +71,9 @@ def load_split(path: str | Path, split: str, check_images: bool = True) -> Any:
     if "image_path" not in ds.column_names and "image" not in ds.column_names:
         missing.append("image_path")
     if missing:
-        raise UserError(f"{path} [{split}]: missing column(s) {missing}; the VSR schema is {VSR_COLUMNS}")
+        raise UserError(
+            f"{path} [{split}]: missing column(s) {missing}; the VSR schema is {VSR_COLUMNS}"
+        )
     if check_images and "image_path" in ds.column_names:
         check_image_paths(ds["image_path"], f"{path} [{split}]")
     return ds
@@ -110,8 +112,9 @@ def with_images(ds: Any) -> Any:
     return ds.add_column("image", list(ds["image_path"])).cast_column("image", Image())
 
 
-def trainer_rows(ds: Any, adapter: Any, kind: str, instruction: str | None = None,
-                 with_reasoning: bool = True) -> Any:
+def trainer_rows(
+    ds: Any, adapter: Any, kind: str, instruction: str | None = None, with_reasoning: bool = True
+) -> Any:
     """Rows for TRL: conversational ``prompt`` plus ``completion`` (SFT) or ``solution`` (GRPO)."""
     from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 

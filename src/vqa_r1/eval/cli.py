@@ -19,7 +19,9 @@ def run(args: argparse.Namespace) -> int:
     config, out_dir = config_from_args(args, "evaluate")
     scores = evaluate(config, out_dir, adapter=args.adapter)
     lo, hi = scores["accuracy_ci_95"]
-    print(f"{config.model.name} on {scores['split']}: accuracy {scores['accuracy']:.3f} "
-          f"[{lo:.3f}, {hi:.3f}] (n={scores['n']}), format rate {scores['format_rate']:.3f}, "
-          f"cache {scores['generation_cache']}; results in {out_dir}")
+    print(
+        f"{config.model.name} on {scores['split']}: accuracy {scores['accuracy']:.3f} "
+        f"[{lo:.3f}, {hi:.3f}] (n={scores['n']}), format rate {scores['format_rate']:.3f}, "
+        f"cache {scores['generation_cache']}; results in {out_dir}"
+    )
     return 0

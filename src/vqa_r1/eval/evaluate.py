@@ -35,11 +35,18 @@ def resolve_adapter(path: str | Path | None) -> Path | None:
     latest = latest_checkpoint(path / "checkpoints")
     if latest is not None:
         return latest
-    raise UserError(f"{path}: no LoRA adapter (adapter_config.json), final/ or complete checkpoint here")
+    raise UserError(
+        f"{path}: no LoRA adapter (adapter_config.json), final/ or complete checkpoint here"
+    )
 
 
-def evaluate(config: RunConfig, out_dir: str | Path, adapter: str | Path | None = None,
-             loaded: Any = None, progress: bool = True) -> dict:
+def evaluate(
+    config: RunConfig,
+    out_dir: str | Path,
+    adapter: str | Path | None = None,
+    loaded: Any = None,
+    progress: bool = True,
+) -> dict:
     import torch
 
     from vqa_r1.data.datasets import dataset_dir, load_split
@@ -60,7 +67,9 @@ def evaluate(config: RunConfig, out_dir: str | Path, adapter: str | Path | None 
     adapter_path = resolve_adapter(adapter)
     loaded = loaded or load_model(config, adapter_path=adapter_path)
     loaded.model.eval()
-    settings = GenerationSettings(max_new_tokens=ec.max_new_tokens, cache=config.model.generation_cache)
+    settings = GenerationSettings(
+        max_new_tokens=ec.max_new_tokens, cache=config.model.generation_cache
+    )
     gen = Generator(loaded, settings, config.data.instruction)
     from PIL import Image
 
@@ -82,18 +91,27 @@ def evaluate(config: RunConfig, out_dir: str | Path, adapter: str | Path | None 
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
     scores.update(
-        generation_cache=gen.cache_decision, seconds=round(seconds, 2),
+        generation_cache=gen.cache_decision,
+        seconds=round(seconds, 2),
         items_per_second=round(len(records) / seconds, 2) if seconds else None,
-        model=config.model.name, adapter=str(adapter_path) if adapter_path else None, split=ec.split,
+        model=config.model.name,
+        adapter=str(adapter_path) if adapter_path else None,
+        split=ec.split,
     )
     atomic_write_json(out / "generated_responses.json", records)
     from vqa_r1.answers import extract_answer
 
     lines = [
-        json.dumps({"caption": c, "relation": (relations[i] if relations else None),
-                    "label": int(labels[i]), "response": outputs[i],
-                    "robust": extract_answer(outputs[i], "robust"),
-                    "study": extract_answer(outputs[i], "study")})
+        json.dumps(
+            {
+                "caption": c,
+                "relation": (relations[i] if relations else None),
+                "label": int(labels[i]),
+                "response": outputs[i],
+                "robust": extract_answer(outputs[i], "robust"),
+                "study": extract_answer(outputs[i], "study"),
+            }
+        )
         for i, c in enumerate(ds["caption"])
     ]
     atomic_write_text(out / "predictions.jsonl", "\n".join(lines) + "\n")

@@ -8,11 +8,18 @@ import json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="generated_responses.json file(s)")
-    parser.add_argument("--answer-rule", choices=["robust", "study"], default="robust",
-                        help="robust (default) or the published study's scoring")
+    parser.add_argument(
+        "--answer-rule",
+        choices=["robust", "study"],
+        default="robust",
+        help="robust (default) or the published study's scoring",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--show-differences", action="store_true",
-                        help="list the items that the robust and study rules score differently")
+    parser.add_argument(
+        "--show-differences",
+        action="store_true",
+        help="list the items that the robust and study rules score differently",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,10 +36,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for path, s in results.items():
         lo, hi = s["accuracy_ci_95"]
-        print(f"{path}\n  rule={s['answer_rule']} n={s['n']} correct={s['correct']} "
-              f"accuracy={s['accuracy']:.4f} [{lo:.4f}, {hi:.4f}] f1_weighted={s['f1_weighted']:.4f} "
-              f"unparsed={s['unparsed']} format_rate={s['format_rate']:.3f}")
+        print(
+            f"{path}\n  rule={s['answer_rule']} n={s['n']} correct={s['correct']} "
+            f"accuracy={s['accuracy']:.4f} [{lo:.4f}, {hi:.4f}] f1_weighted={s['f1_weighted']:.4f} "
+            f"unparsed={s['unparsed']} format_rate={s['format_rate']:.3f}"
+        )
         for d in s.get("rule_differences", []):
-            print(f"    item {d['index']}: robust read {d['robust']!r} ({'right' if d['robust_correct'] else 'wrong'}), "
-                  f"study read {d['study']!r} ({'right' if d['study_correct'] else 'wrong'}), label {d['label']}")
+            print(
+                f"    item {d['index']}: robust read {d['robust']!r} ({'right' if d['robust_correct'] else 'wrong'}), "
+                f"study read {d['study']!r} ({'right' if d['study_correct'] else 'wrong'}), label {d['label']}"
+            )
     return 0

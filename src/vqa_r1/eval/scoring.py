@@ -30,8 +30,9 @@ def read_responses(path: str | Path) -> list[dict]:
     return data
 
 
-def score_responses(records: Sequence[dict], rule: str = "robust",
-                    groups: Sequence[str] | None = None) -> dict:
+def score_responses(
+    records: Sequence[dict], rule: str = "robust", groups: Sequence[str] | None = None
+) -> dict:
     check_rule(rule)
     refs = [label_of(r["true_response"], rule) for r in records]
     preds = [extract_answer(r["predicted_response"], rule) for r in records]
@@ -52,7 +53,14 @@ def rule_differences(records: Sequence[dict]) -> list[dict]:
         ok_robust = bool(robust) and robust == label_of(r["true_response"], "robust")
         ok_study = bool(study) and study == label_of(r["true_response"], "study")
         if ok_robust != ok_study:
-            out.append({"index": i, "robust": robust, "study": study,
-                        "robust_correct": ok_robust, "study_correct": ok_study,
-                        "label": r["true_response"].strip()})
+            out.append(
+                {
+                    "index": i,
+                    "robust": robust,
+                    "study": study,
+                    "robust_correct": ok_robust,
+                    "study_correct": ok_study,
+                    "label": r["true_response"].strip(),
+                }
+            )
     return out

@@ -37,14 +37,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("job")
-    g.add_argument("--executor", choices=["auto", "slurm", "local"], default="auto",
-                   help="auto: SLURM when sbatch is on PATH, else a local subprocess")
-    g.add_argument("--cluster", default=None, help="cluster profile in slurm/clusters (default: $VQA_R1_CLUSTER or generic-gpu)")
+    g.add_argument(
+        "--executor",
+        choices=["auto", "slurm", "local"],
+        default="auto",
+        help="auto: SLURM when sbatch is on PATH, else a local subprocess",
+    )
+    g.add_argument(
+        "--cluster",
+        default=None,
+        help="cluster profile in slurm/clusters (default: $VQA_R1_CLUSTER or generic-gpu)",
+    )
     g.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: the recipe's)")
     g.add_argument("--nodes", type=int, default=None, help="nodes (default: the recipe's)")
-    g.add_argument("--time", default=None, help="time limit per job in SLURM format, e.g. 12:00:00 or 00:02:00")
-    g.add_argument("--dry-run", action="store_true", help="print the job script and configuration; submit nothing")
-    g.add_argument("--no-wait", action="store_true", help="local executor: return at once instead of waiting")
+    g.add_argument(
+        "--time", default=None, help="time limit per job in SLURM format, e.g. 12:00:00 or 00:02:00"
+    )
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the job script and configuration; submit nothing",
+    )
+    g.add_argument(
+        "--no-wait", action="store_true", help="local executor: return at once instead of waiting"
+    )
+    g.add_argument(
+        "--max-requeues",
+        type=int,
+        default=50,
+        help="stop requeueing after this many restarts (reported in status.json)",
+    )
+    g.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="run the working tree's code after a requeue instead of a copy taken at submission",
+    )
 
 
 def request_from_args(args: argparse.Namespace):
@@ -60,10 +87,24 @@ def request_from_args(args: argparse.Namespace):
         jconfig = config_from_args(args)
         out = Path(args.output_dir or "runs/judge").resolve()
         task = Task("judge", str(out), extra={"config": jconfig})
-        res = Resources(gpus=args.gpus if args.gpus is not None else (1 if getattr(jconfig, "vllm_model", None) else 0),
-                        nodes=args.nodes or 1, time=args.time or "04:00:00")
-        return LaunchRequest(task, res, args.executor, args.cluster, "vqa-r1-judge", args.dry_run,
-                             setup=server_setup_lines(jconfig)), out
+        res = Resources(
+            gpus=args.gpus
+            if args.gpus is not None
+            else (1 if getattr(jconfig, "vllm_model", None) else 0),
+            nodes=args.nodes or 1,
+            time=args.time or "04:00:00",
+        )
+        return LaunchRequest(
+            task,
+            res,
+            args.executor,
+            args.cluster,
+            "vqa-r1-judge",
+            args.dry_run,
+            setup=server_setup_lines(jconfig),
+            max_requeues=args.max_requeues,
+            snapshot=not args.no_snapshot,
+        ), out
     from vqa_r1.train.cli import config_from_args
 
     config, run_dir = config_from_args(args, args.verb)
@@ -72,13 +113,25 @@ def request_from_args(args: argparse.Namespace):
         gpus=args.gpus if args.gpus is not None else r.gpus,
         nodes=args.nodes if args.nodes is not None else r.nodes,
         time=args.time or r.time,
-        cpus=(r.cpus_per_gpu * max(1, args.gpus if args.gpus is not None else r.gpus)) if r.cpus_per_gpu else None,
+        cpus=(r.cpus_per_gpu * max(1, args.gpus if args.gpus is not None else r.gpus))
+        if r.cpus_per_gpu
+        else None,
         mem_gb=r.mem_gb,
     )
-    config.resources.gpus, config.resources.nodes, config.resources.time = res.gpus, res.nodes, res.time
-    summary = [f"# vqa-r1 {args.verb} --model {config.model.name} --recipe {config.recipe}",
-               f"# run directory: {run_dir}"]
-    flat = yaml.safe_dump({k: config.to_dict()[k] for k in ("lora", "train")}, default_flow_style=True, width=10_000)
+    if config.train.use_vllm and config.train.vllm_mode == "server":
+        res.tasks_per_node = max(1, res.gpus - 1)  # the last GPU serves vLLM
+    config.resources.gpus, config.resources.nodes, config.resources.time = (
+        res.gpus,
+        res.nodes,
+        res.time,
+    )
+    summary = [
+        f"# vqa-r1 {args.verb} --model {config.model.name} --recipe {config.recipe}",
+        f"# run directory: {run_dir}",
+    ]
+    flat = yaml.safe_dump(
+        {k: config.to_dict()[k] for k in ("lora", "train")}, default_flow_style=True, width=10_000
+    )
     summary.append(f"# settings: {flat.strip()}")
     if not args.dry_run:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +140,25 @@ def request_from_args(args: argparse.Namespace):
     check_model_available(config, submitting=not args.dry_run)
     task = Task(args.verb, str(run_dir), adapter=getattr(args, "adapter", None))
     name = f"vqa-r1-{args.verb}-{config.model.name}"
-    return LaunchRequest(task, res, args.executor, args.cluster, name, args.dry_run, summary=summary), run_dir, config
+    request = LaunchRequest(
+        task,
+        res,
+        args.executor,
+        args.cluster,
+        name,
+        args.dry_run,
+        summary=summary,
+        setup=job_setup_lines(config, res),
+        max_requeues=args.max_requeues,
+        snapshot=not args.no_snapshot,
+    )
+    return request, run_dir, config
+
+
+def job_setup_lines(config, res) -> list[str]:
+    from vqa_r1.launch.distributed import job_setup_lines as lines
+
+    return lines(config, res.gpus, res.nodes)
 
 
 def check_model_available(config, submitting: bool) -> None:
@@ -98,8 +169,10 @@ def check_model_available(config, submitting: bool) -> None:
     spec = get_spec(config.model.name)
     if spec.tiny or config.model.path or cached_hub_path(spec.hub_id) is not None:
         return
-    message = (f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
-               f"login node: {download_command(spec.hub_id)}")
+    message = (
+        f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
+        f"login node: {download_command(spec.hub_id)}"
+    )
     if submitting:
         raise UserError(message)
     print(f"note: {message}", file=sys.stderr)

@@ -25,6 +25,33 @@ class Resources:
     time: str
     cpus: int | None = None
     mem_gb: float | None = None
+    tasks_per_node: int | None = None  # default: one per GPU
+
+
+def snapshot_code(run_dir: Path) -> Path:
+    """Copy the library (and the judge prompts) into the run directory; the job imports that copy.
+
+    A requeued job reruns the same sbatch script hours later; without a snapshot it would import
+    whatever the working tree holds by then.
+    """
+    import vqa_r1
+
+    package = Path(vqa_r1.__file__).parent
+    target = run_dir / "code" / time.strftime("%Y%m%d-%H%M%S")
+    shutil.copytree(
+        package, target / "vqa_r1", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    prompts = package.parents[1] / "alignment_judge" / "prompts"
+    if prompts.exists():
+        shutil.copytree(prompts, target / "alignment_judge" / "prompts")
+    return target
+
+
+def snapshot_setup(snapshot: Path) -> list[str]:
+    lines = [f'export PYTHONPATH="{snapshot}${{PYTHONPATH:+:$PYTHONPATH}}"  # code as submitted']
+    if (snapshot / "alignment_judge" / "prompts").exists() or not snapshot.exists():
+        lines.append(f'export VQA_R1_JUDGE_PROMPTS="{snapshot / "alignment_judge" / "prompts"}"')
+    return lines
 
 
 @dataclass
@@ -37,6 +64,8 @@ class LaunchRequest:
     dry_run: bool = False
     summary: list[str] = field(default_factory=list)  # recipe settings echoed into the job script
     setup: list[str] = field(default_factory=list)  # extra setup lines (e.g. start a judge server)
+    max_requeues: int = 50
+    snapshot: bool = True
 
 
 def pick_executor(choice: str) -> str:
@@ -45,7 +74,9 @@ def pick_executor(choice: str) -> str:
     if choice == "auto":
         return "slurm" if shutil.which("sbatch") else "local"
     if choice == "slurm" and not shutil.which("sbatch"):
-        raise UserError("--executor slurm: sbatch is not on PATH (run on a SLURM login node, or use --executor local)")
+        raise UserError(
+            "--executor slurm: sbatch is not on PATH (run on a SLURM login node, or use --executor local)"
+        )
     return choice
 
 
@@ -63,9 +94,15 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
     minutes = parse_slurm_time(res.time)
     if profile.max_time_min is not None and minutes > profile.max_time_min:
         minutes = profile.max_time_min  # a longer run is several jobs joined by requeueing
-    params = to_submitit_params(profile, gpus=res.gpus, nodes=res.nodes, time_minutes=minutes,
-                                cpus=res.cpus, mem=res.mem_gb)
+    params = to_submitit_params(
+        profile, gpus=res.gpus, nodes=res.nodes, time_minutes=minutes, cpus=res.cpus, mem=res.mem_gb
+    )
     params["name"] = request.job_name
+    if res.gpus > 1 or res.nodes > 1:
+        # one process per GPU; each derives its torch.distributed rank from SLURM (launch/distributed.py)
+        params["tasks_per_node"] = res.tasks_per_node or max(1, res.gpus)
+        if "cpus_per_task" in params and res.gpus > 1:
+            params["cpus_per_task"] = max(1, params["cpus_per_task"] // res.gpus)
     # many short limits count as timeouts: allow enough requeues for the whole run
     params["slurm_max_num_timeout"] = 1000
     setup = list(params.get("slurm_setup", [])) + request.summary + request.setup
@@ -79,7 +116,9 @@ def make_executor(kind: str, folder: Path, params: dict[str, Any] | None = None)
 
     params = dict(params or {})
     max_timeouts = params.pop("slurm_max_num_timeout", 1000)
-    executor = submitit.AutoExecutor(folder=str(folder), cluster=kind, slurm_max_num_timeout=max_timeouts)
+    executor = submitit.AutoExecutor(
+        folder=str(folder), cluster=kind, slurm_max_num_timeout=max_timeouts
+    )
     if kind == "slurm":
         executor.update_parameters(**params)
     else:
@@ -91,8 +130,14 @@ def dry_run_text(request: LaunchRequest) -> str:
     """The exact sbatch script submitit would submit (or the local command), without submitting."""
     kind = pick_executor(request.executor) if request.executor != "auto" else "slurm"
     if kind == "local":
-        return (f"# local executor: runs in a subprocess of this machine\n"
-                f"# task: {request.task}\n" + "\n".join(request.summary))
+        return (
+            f"# local executor: runs in a subprocess of this machine\n"
+            f"# task: {request.task}\n" + "\n".join(request.summary)
+        )
+    if request.snapshot:
+        request.setup = (
+            snapshot_setup(Path(request.task.run_dir) / "code" / "SUBMISSION_TIME") + request.setup
+        )
     params = slurm_parameters(request)
     folder = Path(tempfile.mkdtemp(prefix="vqa-r1-dryrun-"))
     try:
@@ -106,7 +151,12 @@ def dry_run_text(request: LaunchRequest) -> str:
 
 def submit(request: LaunchRequest, log_dir: Path) -> Any:
     kind = pick_executor(request.executor)
+    request.task.extra["max_requeues"] = request.max_requeues
+    if kind == "slurm" and request.snapshot:
+        request.setup = snapshot_setup(snapshot_code(Path(request.task.run_dir))) + request.setup
     params = slurm_parameters(request) if kind == "slurm" else {}
+    if kind == "slurm":
+        request.task.extra["signal_delay_s"] = params.get("slurm_signal_delay_s")
     log_dir.mkdir(parents=True, exist_ok=True)
     executor = make_executor(kind, log_dir, params)
     job = executor.submit(request.task)

@@ -25,6 +25,9 @@ class Task:
         from vqa_r1.logging_setup import setup_logging
 
         setup_logging()
+        from vqa_r1.launch.distributed import export_torch_distributed
+
+        export_torch_distributed()
         run_dir = Path(self.run_dir)
         log.info("task %s in %s (restart count %s)", self.verb, run_dir, _restart_count())
         if self.verb == "judge":
@@ -41,15 +44,38 @@ class Task:
         from vqa_r1.launch.requeue import install_graceful_requeue
         from vqa_r1.train.runner import train
 
-        install_graceful_requeue()
-        return train(config, run_dir)
+        controller = install_graceful_requeue(self.extra.get("signal_delay_s"))
+        return train(config, run_dir, requeue=controller)
 
     def checkpoint(self, *args, **kwargs):
-        """Requeue the same task: it resumes from the latest complete checkpoint of its run dir."""
+        """Requeue the same task: it resumes from the latest complete checkpoint of its run dir.
+
+        Returns None (no requeue; submitit marks the job failed) once ``max_requeues`` is reached,
+        and says so in the run's status.json and log.
+        """
         import submitit
 
-        log.info("requeueing %s for %s", self.verb, self.run_dir)
-        return submitit.helpers.DelayedSubmission(Task(self.verb, self.run_dir, self.adapter, self.extra))
+        restarts = _restart_count()
+        limit = self.extra.get("max_requeues")
+        if limit is not None and restarts >= limit:
+            message = f"not requeueing: the maximum of {limit} requeues was reached"
+            log.error(message)
+            _mark(self.run_dir, state="MAX_REQUEUES_REACHED", requeues=restarts, message=message)
+            return None
+        log.info("requeueing %s for %s (requeue %d)", self.verb, self.run_dir, restarts + 1)
+        _mark(self.run_dir, state="REQUEUED", requeues=restarts + 1)
+        return submitit.helpers.DelayedSubmission(
+            Task(self.verb, self.run_dir, self.adapter, self.extra)
+        )
+
+
+def _mark(run_dir: str, **fields) -> None:
+    from vqa_r1.train.run_dir import RunDir
+
+    try:
+        RunDir(Path(run_dir)).update_status(**fields)
+    except OSError as err:  # status is informative; never block a requeue on it
+        log.warning("could not update status.json: %s", err)
 
 
 def _restart_count() -> int:

@@ -35,8 +35,14 @@ class FamilyAdapter:
     def processor_kwargs(self, min_pixels: int | None, max_pixels: int | None) -> dict:
         return {}
 
-    def load(self, path: str | Path, dtype: str = "auto", attn_implementation: str = "sdpa",
-             min_pixels: int | None = None, max_pixels: int | None = None) -> tuple[Any, Any]:
+    def load(
+        self,
+        path: str | Path,
+        dtype: str = "auto",
+        attn_implementation: str = "sdpa",
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+    ) -> tuple[Any, Any]:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -56,7 +62,9 @@ class FamilyAdapter:
     # --- prompts -------------------------------------------------------------------------
     def messages(self, question: str, instruction: str | None = None) -> list[dict]:
         text = f"{question} {instruction if instruction is not None else self.instruction}"
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text.strip()}]}]
+        return [
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text.strip()}]}
+        ]
 
     def image_token_id(self, processor: Any) -> int | None:
         token = getattr(processor, "image_token", None)

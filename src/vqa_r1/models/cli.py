@@ -15,10 +15,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps({n: {"family": s.family, "hub_id": s.hub_id, "size": s.size} for n, s in MODELS.items()}, indent=2))
+        print(
+            json.dumps(
+                {
+                    n: {"family": s.family, "hub_id": s.hub_id, "size": s.size}
+                    for n, s in MODELS.items()
+                },
+                indent=2,
+            )
+        )
         return 0
     width = max(len(n) for n in MODELS)
     print(f"{'name':<{width}}  {'family':<11} {'params':<17} hub id")
     for name, spec in MODELS.items():
-        print(f"{name:<{width}}  {spec.family:<11} {spec.params:<17} {spec.hub_id or '(built offline, random init)'}")
+        print(
+            f"{name:<{width}}  {spec.family:<11} {spec.params:<17} {spec.hub_id or '(built offline, random init)'}"
+        )
     return 0

@@ -39,10 +39,14 @@ class Generator:
     def _inputs(self, images: Sequence[Any], questions: Sequence[str]) -> Any:
         adapter, processor = self.loaded.adapter, self.loaded.processor
         texts = [
-            processor.apply_chat_template(adapter.messages(q, self.instruction), add_generation_prompt=True)
+            processor.apply_chat_template(
+                adapter.messages(q, self.instruction), add_generation_prompt=True
+            )
             for q in questions
         ]
-        return processor(text=texts, images=[[img] for img in images], return_tensors="pt", padding=True)
+        return processor(
+            text=texts, images=[[img] for img in images], return_tensors="pt", padding=True
+        )
 
     def _generate_ids(self, inputs: Any, use_cache: bool, max_new_tokens: int | None = None) -> Any:
         import torch
@@ -59,7 +63,9 @@ class Generator:
         if image_token is not None:
             kwargs["suppress_tokens"] = [image_token]
         tok = self.loaded.processor.tokenizer
-        kwargs["pad_token_id"] = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        kwargs["pad_token_id"] = (
+            tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        )
         device = next(model.parameters()).device
         inputs = inputs.to(device)
         with torch.inference_mode():
@@ -92,7 +98,10 @@ class Generator:
         ids = self._generate_ids(self._inputs(images, questions), bool(self.use_cache))
         return self.loaded.processor.batch_decode(ids, skip_special_tokens=True)
 
-    def generate_batches(self, images: Sequence[Any], questions: Sequence[str],
-                         batch_size: int) -> Iterator[list[str]]:
+    def generate_batches(
+        self, images: Sequence[Any], questions: Sequence[str], batch_size: int
+    ) -> Iterator[list[str]]:
         for start in range(0, len(questions), batch_size):
-            yield self.generate(images[start : start + batch_size], questions[start : start + batch_size])
+            yield self.generate(
+                images[start : start + batch_size], questions[start : start + batch_size]
+            )

@@ -54,13 +54,21 @@ def cached_hub_path(hub_id: str) -> Path | None:
         return None
 
 
-def resolve_model_path(spec: ModelSpec, override: str | None = None, *, tiny_seed: int = 0,
-                       tiny_size: Any = None, download: bool = True) -> Path:
+def resolve_model_path(
+    spec: ModelSpec,
+    override: str | None = None,
+    *,
+    tiny_seed: int = 0,
+    tiny_size: Any = None,
+    download: bool = True,
+) -> Path:
     """Local folder holding the model: the override, a tiny build, or the hub cache."""
     if override:
         path = Path(override)
         if not (path / "config.json").exists():
-            raise UserError(f"model.path: {override} has no config.json (expected a saved model folder)")
+            raise UserError(
+                f"model.path: {override} has no config.json (expected a saved model folder)"
+            )
         return path
     if spec.tiny:
         from vqa_r1.models.tiny import tiny_model_dir
@@ -84,7 +92,9 @@ def resolve_model_path(spec: ModelSpec, override: str | None = None, *, tiny_see
         raise UserError(f"{hint}\n(download failed: {err})") from None
 
 
-def load_model(config: Any, adapter_path: str | Path | None = None, trainable: bool = False) -> LoadedModel:
+def load_model(
+    config: Any, adapter_path: str | Path | None = None, trainable: bool = False
+) -> LoadedModel:
     """Load the model of a RunConfig's ``model`` section, optionally with a LoRA adapter on top."""
     from vqa_r1.models.tiny import TinySize
 
@@ -93,7 +103,9 @@ def load_model(config: Any, adapter_path: str | Path | None = None, trainable: b
     adapter = get_adapter(spec.family)
     size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
     path = resolve_model_path(spec, mc.path, tiny_seed=mc.tiny_seed, tiny_size=size)
-    model, processor = adapter.load(path, mc.dtype, mc.attn_implementation, mc.min_pixels, mc.max_pixels)
+    model, processor = adapter.load(
+        path, mc.dtype, mc.attn_implementation, mc.min_pixels, mc.max_pixels
+    )
     if adapter_path:
         from peft import PeftModel
 

@@ -82,8 +82,9 @@ def _corpus(seed: int) -> list[str]:
     return lines
 
 
-def _train_tokenizer(seed: int, vocab: int, special: list[str], extra_special: dict | None = None,
-                     **named):
+def _train_tokenizer(
+    seed: int, vocab: int, special: list[str], extra_special: dict | None = None, **named
+):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -101,7 +102,9 @@ def _train_tokenizer(seed: int, vocab: int, special: list[str], extra_special: d
     if extra_special:
         kwargs["extra_special_tokens"] = extra_special
     fast = PreTrainedTokenizerFast(**kwargs)
-    fast.add_special_tokens({"additional_special_tokens": special}, replace_extra_special_tokens=False)
+    fast.add_special_tokens(
+        {"additional_special_tokens": special}, replace_extra_special_tokens=False
+    )
     return fast
 
 
@@ -132,10 +135,18 @@ def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     )
     from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
 
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
-               "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-    tok = _train_tokenizer(seed, size.vocab, special, eos_token="<|im_end|>",
-                           pad_token="<|endoftext|>")
+    special = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    ]
+    tok = _train_tokenizer(
+        seed, size.vocab, special, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     tok.chat_template = QWEN_TEMPLATE
     ids = {t: tok.convert_tokens_to_ids(t) for t in special}
     head_dim = size.hidden // size.heads
@@ -144,21 +155,39 @@ def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     _seed_all(seed)
     config = Qwen2_5_VLConfig(
         text_config=dict(
-            vocab_size=len(tok), hidden_size=size.hidden, num_hidden_layers=size.layers,
-            num_attention_heads=size.heads, num_key_value_heads=size.kv_heads,
-            intermediate_size=size.intermediate, max_position_embeddings=2048,
-            rope_parameters={"rope_type": "default", "mrope_section": sections, "rope_theta": 10000.0},
-            tie_word_embeddings=True, eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|endoftext|>"],
+            vocab_size=len(tok),
+            hidden_size=size.hidden,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            intermediate_size=size.intermediate,
+            max_position_embeddings=2048,
+            rope_parameters={
+                "rope_type": "default",
+                "mrope_section": sections,
+                "rope_theta": 10000.0,
+            },
+            tie_word_embeddings=True,
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+            bos_token_id=ids["<|endoftext|>"],
         ),
         vision_config=dict(
-            depth=size.vision_layers, hidden_size=size.vision_hidden, num_heads=4,
-            intermediate_size=2 * size.vision_hidden, out_hidden_size=size.hidden,
-            window_size=56, fullatt_block_indexes=[size.vision_layers - 1], patch_size=14,
-            spatial_merge_size=2, temporal_patch_size=2,
+            depth=size.vision_layers,
+            hidden_size=size.vision_hidden,
+            num_heads=4,
+            intermediate_size=2 * size.vision_hidden,
+            out_hidden_size=size.hidden,
+            window_size=56,
+            fullatt_block_indexes=[size.vision_layers - 1],
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
         ),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,
     )
     model = Qwen2_5_VLForConditionalGeneration(config)
@@ -166,7 +195,9 @@ def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16)
     processor = Qwen2_5_VLProcessor(
-        image_processor=image_processor, tokenizer=tok, video_processor=Qwen2VLVideoProcessor(),
+        image_processor=image_processor,
+        tokenizer=tok,
+        video_processor=Qwen2VLVideoProcessor(),
         chat_template=QWEN_TEMPLATE,
     )
     model.save_pretrained(out)
@@ -192,13 +223,27 @@ def build_internvl(out: Path, seed: int, size: TinySize) -> None:
     )
     from transformers.models.internvl.video_processing_internvl import InternVLVideoProcessor
 
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>",
-               "<IMG_CONTEXT>", "<video>"]
+    special = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<img>",
+        "</img>",
+        "<IMG_CONTEXT>",
+        "<video>",
+    ]
     tok = _train_tokenizer(
-        seed, size.vocab, special,
-        extra_special={"start_image_token": "<img>", "end_image_token": "</img>",
-                       "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"},
-        eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        seed,
+        size.vocab,
+        special,
+        extra_special={
+            "start_image_token": "<img>",
+            "end_image_token": "</img>",
+            "context_image_token": "<IMG_CONTEXT>",
+            "video_token": "<video>",
+        },
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
     )
     tok.chat_template = INTERNVL_TEMPLATE
     ids = {t: tok.convert_tokens_to_ids(t) for t in special}
@@ -208,29 +253,44 @@ def build_internvl(out: Path, seed: int, size: TinySize) -> None:
     _seed_all(seed)
     config = InternVLConfig(
         vision_config=dict(
-            hidden_size=size.vision_hidden, num_hidden_layers=size.vision_layers, num_attention_heads=4,
-            intermediate_size=2 * size.vision_hidden, image_size=[image_size, image_size],
+            hidden_size=size.vision_hidden,
+            num_hidden_layers=size.vision_layers,
+            num_attention_heads=4,
+            intermediate_size=2 * size.vision_hidden,
+            image_size=[image_size, image_size],
             patch_size=[patch, patch],
         ),
         text_config=dict(
-            model_type="qwen2", vocab_size=len(tok), hidden_size=size.hidden,
-            num_hidden_layers=size.layers, num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads, intermediate_size=size.intermediate,
-            max_position_embeddings=2048, tie_word_embeddings=True,
-            eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+            model_type="qwen2",
+            vocab_size=len(tok),
+            hidden_size=size.hidden,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            intermediate_size=size.intermediate,
+            max_position_embeddings=2048,
+            tie_word_embeddings=True,
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
         ),
-        image_token_id=ids["<IMG_CONTEXT>"], image_seq_length=seq_len, tie_word_embeddings=True,
+        image_token_id=ids["<IMG_CONTEXT>"],
+        image_seq_length=seq_len,
+        tie_word_embeddings=True,
     )
     model = InternVLForConditionalGeneration(config)
     model.generation_config.eos_token_id = ids["<|im_end|>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     image_processor = GotOcr2ImageProcessor(
-        size={"height": image_size, "width": image_size}, crop_to_patches=False, max_patches=1,
+        size={"height": image_size, "width": image_size},
+        crop_to_patches=False,
+        max_patches=1,
     )
     processor = InternVLProcessor(
-        image_processor=image_processor, tokenizer=tok,
+        image_processor=image_processor,
+        tokenizer=tok,
         video_processor=InternVLVideoProcessor(size={"height": image_size, "width": image_size}),
-        image_seq_length=seq_len, chat_template=INTERNVL_TEMPLATE,
+        image_seq_length=seq_len,
+        chat_template=INTERNVL_TEMPLATE,
     )
     model.save_pretrained(out)
     processor.save_pretrained(out)
@@ -256,10 +316,23 @@ def build_smolvlm(out: Path, seed: int, size: TinySize) -> None:
     )
 
     grid = [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
-    special = ["<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<image>",
-               "<fake_token_around_image>", "<global-img>", *grid]
-    tok = _train_tokenizer(seed, size.vocab, special, eos_token="<end_of_utterance>",
-                           pad_token="<|endoftext|>", bos_token="<|im_start|>")
+    special = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<end_of_utterance>",
+        "<image>",
+        "<fake_token_around_image>",
+        "<global-img>",
+        *grid,
+    ]
+    tok = _train_tokenizer(
+        seed,
+        size.vocab,
+        special,
+        eos_token="<end_of_utterance>",
+        pad_token="<|endoftext|>",
+        bos_token="<|im_start|>",
+    )
     tok.chat_template = SMOL_TEMPLATE
     ids = {t: tok.convert_tokens_to_ids(t) for t in special}
     image_size = 112
@@ -269,29 +342,43 @@ def build_smolvlm(out: Path, seed: int, size: TinySize) -> None:
     _seed_all(seed)
     config = Idefics3Config(
         vision_config=dict(
-            hidden_size=size.vision_hidden, intermediate_size=2 * size.vision_hidden,
-            num_hidden_layers=size.vision_layers, num_attention_heads=4, image_size=image_size,
+            hidden_size=size.vision_hidden,
+            intermediate_size=2 * size.vision_hidden,
+            num_hidden_layers=size.vision_layers,
+            num_attention_heads=4,
+            image_size=image_size,
             patch_size=patch,
         ),
         text_config=dict(
-            model_type="llama", vocab_size=len(tok), hidden_size=size.hidden,
-            num_hidden_layers=size.layers, num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads, intermediate_size=size.intermediate,
-            max_position_embeddings=2048, tie_word_embeddings=True,
-            eos_token_id=ids["<end_of_utterance>"], pad_token_id=ids["<|endoftext|>"],
+            model_type="llama",
+            vocab_size=len(tok),
+            hidden_size=size.hidden,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            intermediate_size=size.intermediate,
+            max_position_embeddings=2048,
+            tie_word_embeddings=True,
+            eos_token_id=ids["<end_of_utterance>"],
+            pad_token_id=ids["<|endoftext|>"],
             bos_token_id=ids["<|im_start|>"],
         ),
-        image_token_id=ids["<image>"], scale_factor=scale, tie_word_embeddings=True,
+        image_token_id=ids["<image>"],
+        scale_factor=scale,
+        tie_word_embeddings=True,
     )
     model = Idefics3ForConditionalGeneration(config)
     model.generation_config.eos_token_id = ids["<end_of_utterance>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     image_processor = Idefics3ImageProcessor(
-        size={"longest_edge": image_size}, max_image_size={"longest_edge": image_size},
+        size={"longest_edge": image_size},
+        max_image_size={"longest_edge": image_size},
         do_image_splitting=False,
     )
     processor = Idefics3Processor(
-        image_processor=image_processor, tokenizer=tok, image_seq_len=seq_len,
+        image_processor=image_processor,
+        tokenizer=tok,
+        image_seq_len=seq_len,
         chat_template=SMOL_TEMPLATE,
     )
     model.save_pretrained(out)

@@ -22,7 +22,9 @@ class JsonlMetrics(TrainerCallback):
             return
         record = {"step": state.global_step, "epoch": state.epoch}
         for key, value in logs.items():
-            if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+            if isinstance(value, (int, float)) and not (
+                isinstance(value, float) and math.isnan(value)
+            ):
                 record[key] = value
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
@@ -43,13 +45,18 @@ def recording_reward(fn: Callable, path: Path, every: int, **fixed: Any) -> Call
 
             with open(path, "a", encoding="utf-8") as fh:
                 for i in range(min(4, len(completions))):
-                    fh.write(json.dumps({
-                        "call": calls["n"],
-                        "reward": fn.__name__,
-                        "value": rewards[i],
-                        "completion": completion_text(completions[i]),
-                        "solution": (kwargs.get("solution") or [None] * (i + 1))[i],
-                    }) + "\n")
+                    fh.write(
+                        json.dumps(
+                            {
+                                "call": calls["n"],
+                                "reward": fn.__name__,
+                                "value": rewards[i],
+                                "completion": completion_text(completions[i]),
+                                "solution": (kwargs.get("solution") or [None] * (i + 1))[i],
+                            }
+                        )
+                        + "\n"
+                    )
         return rewards
 
     wrapped.__name__ = fn.__name__

@@ -6,19 +6,43 @@ import argparse
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("--model", default="tiny-qwen2.5-vl", help="registered model name (`vqa-r1 models`)")
-    parser.add_argument("--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)")
-    parser.add_argument("--recipe", default=None, help=f"recipe name or YAML path (default: {verb}_<size>)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a recipe key, e.g. --set train.learning_rate=1e-4 (repeatable)")
-    parser.add_argument("--output-dir", default=None, help="run directory (default: runs/<verb>-<model>-<time>)")
+    parser.add_argument(
+        "--model", default="tiny-qwen2.5-vl", help="registered model name (`vqa-r1 models`)"
+    )
+    parser.add_argument(
+        "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
+    )
+    parser.add_argument(
+        "--recipe", default=None, help=f"recipe name or YAML path (default: {verb}_<size>)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe key, e.g. --set train.learning_rate=1e-4 (repeatable)",
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="run directory (default: runs/<verb>-<model>-<time>)"
+    )
     if verb == "grpo":
-        parser.add_argument("--init-adapter", default=None, help="continue from this LoRA adapter (e.g. an SFT run's final/)")
+        parser.add_argument(
+            "--init-adapter",
+            default=None,
+            help="continue from this LoRA adapter (e.g. an SFT run's final/)",
+        )
     if verb == "evaluate":
-        parser.add_argument("--adapter", default=None, help="LoRA adapter or run directory to evaluate")
-        parser.add_argument("--split", default=None, help="dataset split (default: the recipe's eval.split)")
+        parser.add_argument(
+            "--adapter", default=None, help="LoRA adapter or run directory to evaluate"
+        )
+        parser.add_argument(
+            "--split", default=None, help="dataset split (default: the recipe's eval.split)"
+        )
         parser.add_argument("--batch-size", type=int, default=None)
-        parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
+        parser.add_argument(
+            "--limit", type=int, default=None, help="evaluate only the first N rows"
+        )
         parser.add_argument("--answer-rule", choices=["robust", "study"], default=None)
         parser.add_argument("--generation-cache", choices=["auto", "on", "off"], default=None)
 
@@ -37,8 +61,13 @@ def config_from_args(args: argparse.Namespace, verb: str) -> tuple:
     if verb == "grpo" and getattr(args, "init_adapter", None):
         extra["init_adapter"] = str(Path(args.init_adapter).resolve())
     if verb == "evaluate":
-        for key, attr in (("eval.split", "split"), ("eval.batch_size", "batch_size"), ("eval.limit", "limit"),
-                          ("eval.answer_rule", "answer_rule"), ("model.generation_cache", "generation_cache")):
+        for key, attr in (
+            ("eval.split", "split"),
+            ("eval.batch_size", "batch_size"),
+            ("eval.limit", "limit"),
+            ("eval.answer_rule", "answer_rule"),
+            ("model.generation_cache", "generation_cache"),
+        ):
             if getattr(args, attr, None) is not None:
                 overrides.append(f"{key}={getattr(args, attr)}")
     config = load_config(verb, args.model, args.recipe, overrides, **extra)

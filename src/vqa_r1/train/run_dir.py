@@ -1,11 +1,11 @@
 """The run directory: everything a run leaves behind, in one place that a requeued job reopens.
 
-    RUN_DIR/config.yaml          resolved configuration (what was submitted)
-    RUN_DIR/checkpoints/         checkpoint-N/ with adapter, optimizer, scheduler, RNG, trainer state
-    RUN_DIR/metrics.jsonl        one line per logging step (trimmed to the checkpoint on resume)
-    RUN_DIR/completions.jsonl    sampled prompts, completions and rewards
-    RUN_DIR/final/               the final adapter and processor
-    RUN_DIR/status.json          state, steps, requeues, timings
+RUN_DIR/config.yaml          resolved configuration (what was submitted)
+RUN_DIR/checkpoints/         checkpoint-N/ with adapter, optimizer, scheduler, RNG, trainer state
+RUN_DIR/metrics.jsonl        one line per logging step (trimmed to the checkpoint on resume)
+RUN_DIR/completions.jsonl    sampled prompts, completions and rewards
+RUN_DIR/final/               the final adapter and processor
+RUN_DIR/status.json          state, steps, requeues, timings
 """
 
 from __future__ import annotations

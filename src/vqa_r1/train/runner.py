@@ -24,11 +24,15 @@ log = logging.getLogger(__name__)
 def _common_args(config: RunConfig, rd: RunDir, n_rows: int) -> dict:
     import torch
 
+    from vqa_r1.launch.distributed import deepspeed_config
+
     t = config.train
     steps_per_epoch = math.ceil(n_rows / (t.per_device_batch_size * t.gradient_accumulation_steps))
     if config.verb == "grpo":
         # each optimisation step sees per_device_batch_size completions, i.e. batch/num_generations prompts
-        steps_per_epoch = math.ceil(n_rows * t.num_generations / (t.per_device_batch_size * t.gradient_accumulation_steps))
+        steps_per_epoch = math.ceil(
+            n_rows * t.num_generations / (t.per_device_batch_size * t.gradient_accumulation_steps)
+        )
     total = t.max_steps if t.max_steps > 0 else math.ceil(steps_per_epoch * t.epochs)
     save_steps = max(1, round(t.save_every * total)) if t.save_every < 1 else int(t.save_every)
     return dict(
@@ -49,7 +53,9 @@ def _common_args(config: RunConfig, rd: RunDir, n_rows: int) -> dict:
         data_seed=t.seed,
         bf16=t.bf16 and torch.cuda.is_available(),
         gradient_checkpointing=t.gradient_checkpointing,
-        report_to=[],
+        report_to=list(t.report_to),
+        run_name=Path(rd.root).name,
+        deepspeed=deepspeed_config(t.deepspeed),
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
         disable_tqdm=False,
@@ -86,11 +92,16 @@ def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
 
         args = SFTConfig(**common, max_length=None, remove_unused_columns=False)
         return Trainer(
-            model=loaded.model, args=args, train_dataset=rows, processing_class=loaded.processor,
-            peft_config=peft_config, callbacks=callbacks,
+            model=loaded.model,
+            args=args,
+            train_dataset=rows,
+            processing_class=loaded.processor,
+            peft_config=peft_config,
+            callbacks=callbacks,
         )
     from trl import GRPOConfig, GRPOTrainer
 
+    from vqa_r1.launch.distributed import grpo_vllm_args
     from vqa_r1.rewards import get_rewards
     from vqa_r1.train.callbacks import recording_reward
 
@@ -114,17 +125,38 @@ def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
         temperature=t.temperature,
         scale_rewards=t.scale_rewards,
         reward_weights=t.reward_weights,
-        use_vllm=t.use_vllm,
-        vllm_mode=t.vllm_mode,
+        **grpo_vllm_args(t),
     )
     return Trainer(
-        model=loaded.model, reward_funcs=rewards, args=args, train_dataset=rows,
-        processing_class=loaded.processor, peft_config=peft_config, callbacks=callbacks,
+        model=loaded.model,
+        reward_funcs=rewards,
+        args=args,
+        train_dataset=rows,
+        processing_class=loaded.processor,
+        peft_config=peft_config,
+        callbacks=callbacks,
     )
 
 
-def train(config: RunConfig, run_dir: str | Path) -> dict:
-    """Train (or resume) into ``run_dir``; returns the final status."""
+def keep_tracker_run_id(rd: RunDir) -> str:
+    """One experiment-tracker run across requeues: the id is made once and kept in status.json."""
+    import os
+    import uuid
+
+    run_id = rd.status().get("tracker_run_id") or uuid.uuid4().hex[:12]
+    rd.update_status(tracker_run_id=run_id)
+    os.environ.setdefault("WANDB_RUN_ID", run_id)
+    os.environ.setdefault("WANDB_RESUME", "allow")
+    return run_id
+
+
+def train(config: RunConfig, run_dir: str | Path, requeue: Any = None) -> dict:
+    """Train (or resume) into ``run_dir``; returns the final status.
+
+    ``requeue`` is the SLURM job's RequeueController (launch/requeue.py) or None: when its warning
+    signal stopped training at a step boundary, the checkpoint is written and the job requeued
+    instead of finishing.
+    """
     import torch
 
     from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
@@ -141,21 +173,40 @@ def train(config: RunConfig, run_dir: str | Path) -> dict:
         rd.trim_metrics(step)
         log.info("resuming from %s (step %d)", resume, step)
     started = time.time()
+    keep_tracker_run_id(rd)
     restarts = rd.status().get("starts", 0)
-    rd.update_status(state="RUNNING", verb=config.verb, starts=restarts + 1,
-                     resumed_from=str(resume) if resume else None)
+    rd.update_status(
+        state="RUNNING",
+        verb=config.verb,
+        starts=restarts + 1,
+        resumed_from=str(resume) if resume else None,
+    )
 
     loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
     if config.model.freeze_vision:
         loaded.adapter.freeze_vision(loaded.model)
     ds = load_split(dataset_dir(config.data), config.data.train_split)
     ds = subset(ds, config.data.num_samples, config.data.subset_seed)
-    rows = trainer_rows(ds, loaded.adapter, config.verb, config.data.instruction, config.data.with_reasoning)
+    rows = trainer_rows(
+        ds, loaded.adapter, config.verb, config.data.instruction, config.data.with_reasoning
+    )
     trainer = build_trainer(config, rd, loaded, rows)
+    if requeue is not None:
+        from vqa_r1.launch.requeue import time_save
+
+        trainer.add_callback(requeue)
+        time_save(trainer, requeue)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if requeue is not None and requeue.requested:
+        rd.update_status(state="REQUEUED", global_step=trainer.state.global_step)
+        requeue.requeue_now(f"checkpoint-{trainer.state.global_step} saved at the step boundary")
     trainer.save_model(str(rd.final))
     loaded.processor.save_pretrained(str(rd.final))
-    status = dict(state="COMPLETED", global_step=trainer.state.global_step,
-                  train_seconds_last_start=round(time.time() - started, 1), final=str(rd.final))
+    status = dict(
+        state="COMPLETED",
+        global_step=trainer.state.global_step,
+        train_seconds_last_start=round(time.time() - started, 1),
+        final=str(rd.final),
+    )
     rd.update_status(**status)
     return rd.status()
