@@ -214,3 +214,46 @@ def test_torch_distributed_environment_from_slurm(monkeypatch):
     import json
 
     assert json.loads(open(deepspeed_config("zero3")).read())["zero_optimization"]["stage"] == 3
+
+
+def test_judge_job_locally_and_vllm_judge_dry_run(realdata, tmp_path):
+    import json
+
+    base = realdata / "alignment-calculation_LLM-as-a-judge"
+    responses = base / "responses/base/generated_responses_test.json"
+    questions = base / "taxonomy-prompt/alignment_checks_TEST_o4-mini.json"
+    common = ["--responses", f"base={responses}", "--questions", str(questions)]
+    out = launch(
+        "judge",
+        *common,
+        "--backend",
+        "heuristic",
+        "--limit",
+        "20",
+        "--out",
+        str(tmp_path / "checks.json"),
+        "--executor",
+        "local",
+        "--output-dir",
+        str(tmp_path / "job"),
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    checks = json.loads((tmp_path / "checks.json").read_text())
+    assert len(checks) == 20 and {"index", "model", "aligns", "type", "why"} <= checks[0].keys()
+    dry = launch(
+        "judge",
+        *common,
+        "--vllm-model",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "--judge-model",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "--out",
+        str(tmp_path / "c2.json"),
+        "--dry-run",
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert (
+        "#SBATCH --gpus-per-node=1" in dry.stdout
+        and "vllm serve Qwen/Qwen2.5-7B-Instruct" in dry.stdout
+    )
+    assert not (tmp_path / "c2.json").exists()

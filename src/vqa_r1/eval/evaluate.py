@@ -84,9 +84,14 @@ def evaluate(
         outputs += gen.generate(images, questions[start : start + ec.batch_size])
         bar(len(images))
     seconds = time.perf_counter() - started
+    # the study's two fields, plus the claim so the judge needs no side file
     records = [
-        {"true_response": "True" if int(lbl) == 1 else "False", "predicted_response": text}
-        for lbl, text in zip(labels, outputs, strict=True)
+        {
+            "true_response": "True" if int(lbl) == 1 else "False",
+            "predicted_response": text,
+            "question": caption,
+        }
+        for lbl, text, caption in zip(labels, outputs, ds["caption"], strict=True)
     ]
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
