@@ -61,7 +61,11 @@ class DataConfig:
     synthetic_validation: int = 200
     synthetic_test: int = 400
     synthetic_seed: int = 0
+    synthetic_min_objects: int = 2
     synthetic_max_objects: int = 4
+    synthetic_background: str = (
+        "plain"  # plain | ramp (position-coding background, see data/synthetic.py)
+    )
     synthetic_relations: list[str] = field(
         default_factory=lambda: ["left of", "right of", "above", "below"]
     )
@@ -268,16 +272,17 @@ def config_from_dict(data: dict) -> RunConfig:
 
 def validate(config: RunConfig) -> None:
     from vqa_r1.answers import check_rule
-    from vqa_r1.rewards import REWARDS
+    from vqa_r1.rewards import get_rewards
 
     t = config.train
     if config.verb not in ("sft", "grpo", "evaluate"):
         raise UserError(f"verb must be sft, grpo or evaluate, not {config.verb!r}")
     if config.model.generation_cache not in ("auto", "on", "off"):
         raise UserError("model.generation_cache must be auto, on or off")
-    unknown = [r for r in t.reward_funcs if r not in REWARDS]
-    if unknown:
-        raise UserError(f"train.reward_funcs: unknown {unknown}; registered: {sorted(REWARDS)}")
+    try:  # registered names and "package.module:function" plug-ins (imported here, on the login node)
+        get_rewards(t.reward_funcs)
+    except KeyError as err:
+        raise UserError(f"train.reward_funcs: {err.args[0]}") from None
     if t.reward_weights is not None and len(t.reward_weights) != len(t.reward_funcs):
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
     if config.verb == "grpo" and t.num_generations < 2:

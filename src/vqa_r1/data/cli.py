@@ -13,7 +13,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--validation", type=int, default=200)
     gen.add_argument("--test", type=int, default=400)
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--min-objects", type=int, default=2)
     gen.add_argument("--max-objects", type=int, default=4)
+    gen.add_argument(
+        "--background",
+        choices=["plain", "ramp"],
+        default="plain",
+        help="ramp: a pale position-coding background (see vqa_r1.data.synthetic)",
+    )
     show = sub.add_parser("show", help="print the splits, sizes and first rows of a dataset folder")
     show.add_argument("path")
     show.add_argument("--split", default="train")
@@ -30,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
         spec = SyntheticSpec(
             splits={"train": args.train, "validation": args.validation, "test": args.test},
             seed=args.seed,
-            scene=SceneConfig(max_objects=args.max_objects),
+            scene=SceneConfig(
+                min_objects=args.min_objects,
+                max_objects=args.max_objects,
+                background_style=args.background,
+            ),
         )
         start = time.perf_counter()
         write_dataset(args.out, spec)

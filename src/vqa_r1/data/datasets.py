@@ -33,11 +33,15 @@ def synthetic_dataset_dir(data_cfg: Any) -> Path:
         },
         seed=data_cfg.synthetic_seed,
         scene=SceneConfig(
+            min_objects=data_cfg.synthetic_min_objects,
             max_objects=data_cfg.synthetic_max_objects,
             relations=tuple(data_cfg.synthetic_relations),
+            background_style=data_cfg.synthetic_background,
         ),
     )
-    key = json.dumps([spec.splits, spec.seed, spec.scene.max_objects, spec.scene.relations, 1])
+    from dataclasses import asdict
+
+    key = json.dumps([spec.splits, spec.seed, asdict(spec.scene), 2])
     target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     if not (target / "hf").exists():
         log.info("generating synthetic dataset into %s", target)

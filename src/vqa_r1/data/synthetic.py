@@ -46,6 +46,11 @@ class SceneConfig:
     relations: tuple[str, ...] = tuple(RELATIONS)
     margin: float = 0.15  # minimum centre distance along the relation's axis, as a fraction of size
     background: tuple[int, int, int] = (255, 255, 255)
+    # "ramp": a pale background whose red channel falls from left to right and blue channel from top
+    # to bottom. Every image patch then carries its own position in its pixels, which models whose
+    # only positional signal is rotary (Qwen2.5-VL: no absolute position anywhere, RoPE acts on
+    # queries and keys, never on values) need in order to learn relations from scratch in minutes.
+    background_style: str = "plain"  # plain | ramp
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.relations if r not in RELATIONS]
@@ -53,6 +58,8 @@ class SceneConfig:
             raise ValueError(f"unknown relations {unknown}: choose from {list(RELATIONS)}")
         if not 1 <= self.min_objects <= self.max_objects <= len(COLORS) * len(SHAPES):
             raise ValueError("need 1 <= min_objects <= max_objects")
+        if self.background_style not in ("plain", "ramp"):
+            raise ValueError("background_style must be plain or ramp")
         if self.max_objects < 2:
             raise ValueError("a relation needs at least 2 objects (max_objects >= 2)")
 
@@ -126,8 +133,21 @@ def make_scene(rng: random.Random, cfg: SceneConfig, relation: str, label: int) 
             return Scene(objects, caption, label, relation, a.name, b.name, cfg.image_size)
 
 
+def _background(cfg: SceneConfig) -> Image.Image:
+    if cfg.background_style == "plain":
+        return Image.new("RGB", (cfg.image_size, cfg.image_size), cfg.background)
+    import numpy as np
+
+    ramp = np.linspace(0.0, 1.0, cfg.image_size)
+    pixels = np.empty((cfg.image_size, cfg.image_size, 3), dtype=np.float32)
+    pixels[..., 0] = 245 - 90 * ramp[None, :]  # red fades to the right
+    pixels[..., 1] = 240
+    pixels[..., 2] = 245 - 90 * ramp[:, None]  # blue fades downwards
+    return Image.fromarray(pixels.astype(np.uint8), "RGB")
+
+
 def draw(scene: Scene, cfg: SceneConfig) -> Image.Image:
-    image = Image.new("RGB", (cfg.image_size, cfg.image_size), cfg.background)
+    image = _background(cfg)
     pen = ImageDraw.Draw(image)
     for o in scene.objects:
         fill = COLORS[o.color]
