@@ -16,9 +16,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Task:
-    verb: str  # sft | grpo | evaluate | judge
+    verb: str  # sft | grpo | evaluate | judge | merge
     run_dir: str
-    adapter: str | None = None  # evaluate: adapter or run directory to evaluate
+    adapter: str | None = None  # evaluate/merge: adapter or run directory to evaluate/merge
     extra: dict = field(default_factory=dict)
 
     def __call__(self) -> dict:
@@ -37,10 +37,15 @@ class Task:
         from vqa_r1.config import read_config
 
         config = read_config(run_dir / "config.yaml")
+        _private_map_cache()  # issue 3 (sweeps, chains): concurrent jobs share dataset folders
         if self.verb == "evaluate":
             from vqa_r1.eval.evaluate import evaluate
 
             return evaluate(config, run_dir, adapter=self.adapter, progress=False)
+        if self.verb == "merge":  # merge verb (pipeline sft -> merge -> grpo; train/merge.py)
+            from vqa_r1.train.merge import merge_adapter
+
+            return merge_adapter(config, self.adapter, run_dir)
         from vqa_r1.launch.requeue import install_graceful_requeue
         from vqa_r1.train.runner import train
 
@@ -76,6 +81,19 @@ def _mark(run_dir: str, **fields) -> None:
         RunDir(Path(run_dir)).update_status(**fields)
     except OSError as err:  # status is informative; never block a requeue on it
         log.warning("could not update status.json: %s", err)
+
+
+def _private_map_cache() -> None:
+    """Keep `datasets.map` caches out of the shared dataset folder (issue 3, sweeps).
+
+    Sweep elements start at the same moment on the same dataset; `map` caches its result next to
+    the dataset under a name derived from the inputs, so two jobs write and rename the same file
+    and one fails (seen on the local SLURM). A per-process temporary cache avoids the race; the
+    rows are cheap to rebuild.
+    """
+    import datasets
+
+    datasets.disable_caching()
 
 
 def _restart_count() -> int:
