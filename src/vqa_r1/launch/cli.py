@@ -8,12 +8,14 @@ the resolved configuration and submits nothing.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from vqa_r1.errors import UserError
 
 JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
+MONITOR_VERBS = ("status", "logs", "cancel")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,8 +33,53 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--output-dir", default=None, help="job folder (logs, results)")
         else:
             add_run_arguments(p, verb)
+            add_sweep_arguments(p)
         add_job_arguments(p)
+    add_chain_and_monitor_verbs(sub)
     return parser
+
+
+def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sweep (one SLURM job array; see launch/sweep.py)")
+    g.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="run one job per value (cartesian product over several --sweep keys), "
+        "each in <output-dir>/<key>=<value>",
+    )
+    g.add_argument(
+        "--parallel", type=int, default=None, help="run at most this many sweep elements at once"
+    )
+
+
+def add_chain_and_monitor_verbs(sub) -> None:
+    """pipeline and merge submit jobs like the verbs above; status/logs/cancel look at them."""
+    from vqa_r1.launch.pipeline import add_arguments as add_pipeline_arguments
+
+    p = sub.add_parser("pipeline", help="submit sft -> merge -> grpo -> evaluate as a job chain")
+    add_pipeline_arguments(p)
+    add_job_arguments(p)
+    p = sub.add_parser("merge", help="merge a LoRA adapter into its base model (<run>/merged)")
+    p.add_argument("--model", required=True, help="the adapter's base model (registered name)")
+    p.add_argument("--adapter", required=True, help="LoRA adapter folder or run directory")
+    p.add_argument("--recipe", default=None, help="recipe for the model settings (default sft_*)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--output-dir", default=None, help="run directory (default: runs/merge-...)")
+    add_job_arguments(p)
+    for verb, text in (
+        ("status", "state of the jobs of a run, sweep or pipeline folder, or of a job id"),
+        ("logs", "tail of a job's submitit stdout (or stderr)"),
+        ("cancel", "cancel the unfinished jobs of a run, sweep or pipeline, or a job id"),
+    ):
+        p = sub.add_parser(verb, help=text)
+        p.add_argument("target", metavar="RUN_DIR|PIPELINE_DIR|SWEEP_DIR|JOB_ID")
+        if verb == "status":
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        if verb == "logs":
+            p.add_argument("-n", "--lines", type=int, default=40, help="lines to show (0: all)")
+            p.add_argument("--stderr", action="store_true", help="the job's stderr log")
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,9 +122,6 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def request_from_args(args: argparse.Namespace):
-    import yaml
-
-    from vqa_r1.config import save_config
     from vqa_r1.launch.submit import LaunchRequest, Resources
     from vqa_r1.launch.task import Task
 
@@ -105,9 +149,22 @@ def request_from_args(args: argparse.Namespace):
             max_requeues=args.max_requeues,
             snapshot=not args.no_snapshot,
         ), out
+    if args.verb == "merge":
+        return merge_request(args)
     from vqa_r1.train.cli import config_from_args
 
     config, run_dir = config_from_args(args, args.verb)
+    return request_for_config(args, args.verb, config, run_dir, getattr(args, "adapter", None))
+
+
+def request_for_config(args: argparse.Namespace, verb: str, config, run_dir: Path, adapter=None):
+    """The job request for a resolved config (shared by single jobs, sweeps and pipelines)."""
+    import yaml
+
+    from vqa_r1.config import save_config
+    from vqa_r1.launch.submit import LaunchRequest, Resources
+    from vqa_r1.launch.task import Task
+
     r = config.resources
     res = Resources(
         gpus=args.gpus if args.gpus is not None else r.gpus,
@@ -126,7 +183,7 @@ def request_from_args(args: argparse.Namespace):
         res.time,
     )
     summary = [
-        f"# vqa-r1 {args.verb} --model {config.model.name} --recipe {config.recipe}",
+        f"# vqa-r1 {verb} --model {config.model.name} --recipe {config.recipe}",
         f"# run directory: {run_dir}",
     ]
     flat = yaml.safe_dump(
@@ -138,8 +195,8 @@ def request_from_args(args: argparse.Namespace):
         if not (run_dir / "config.yaml").exists():
             save_config(config, run_dir / "config.yaml")
     check_model_available(config, submitting=not args.dry_run)
-    task = Task(args.verb, str(run_dir), adapter=getattr(args, "adapter", None))
-    name = f"vqa-r1-{args.verb}-{config.model.name}"
+    task = Task(verb, str(run_dir), adapter=adapter)
+    name = f"vqa-r1-{verb}-{config.model.name}"
     request = LaunchRequest(
         task,
         res,
@@ -153,6 +210,25 @@ def request_from_args(args: argparse.Namespace):
         snapshot=not args.no_snapshot,
     )
     return request, run_dir, config
+
+
+def merge_request(args: argparse.Namespace):
+    """`merge`: the base model's settings from an SFT recipe, the adapter checked here."""
+    import time
+
+    from vqa_r1.config import load_config
+    from vqa_r1.eval.evaluate import resolve_adapter
+    from vqa_r1.launch.pipeline import MERGE_TIME
+
+    adapter = resolve_adapter(Path(args.adapter).resolve())
+    config = load_config("sft", args.model, args.recipe, args.overrides)
+    config.verb = "merge"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(args.output_dir or f"runs/merge-{args.model}-{stamp}").resolve()
+    config.output_dir = str(run_dir)
+    if args.time is None:
+        args.time = MERGE_TIME
+    return request_for_config(args, "merge", config, run_dir, str(adapter))
 
 
 def job_setup_lines(config, res) -> list[str]:
@@ -179,11 +255,24 @@ def check_model_available(config, submitting: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vqa_r1.launch.monitor import record_job
     from vqa_r1.launch.submit import dry_run_text, pick_executor, submit, wait_local
 
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    command = shlex.join(["slurm/launch.py", *argv])
     try:
+        if args.verb in MONITOR_VERBS:
+            return monitor(args)
+        if args.verb == "pipeline":
+            from vqa_r1.launch.pipeline import run_pipeline
+
+            return run_pipeline(args, command)
+        if getattr(args, "sweep", None):
+            from vqa_r1.launch.sweep import run_sweep
+
+            return run_sweep(args, command)
         built = request_from_args(args)
         request, run_dir = built[0], built[1]
         if args.dry_run:
@@ -196,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         kind = pick_executor(args.executor)
         job = submit(request, run_dir / "jobs")
+        record_job(run_dir, str(job.job_id), kind, run_dir / "jobs", command)
         print(f"submitted {args.verb} as {kind} job {job.job_id}; run directory {run_dir}")
         if kind == "local" and not args.no_wait:
             result = wait_local(job)
@@ -204,6 +294,18 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def monitor(args: argparse.Namespace) -> int:
+    from vqa_r1.launch import monitor as m
+
+    if args.verb == "status":
+        print(m.status_report(args.target, as_json=args.json))
+    elif args.verb == "logs":
+        print(m.logs_report(args.target, args.lines, args.stderr))
+    else:
+        print(m.cancel(args.target))
+    return 0
 
 
 def summarise(result) -> str:

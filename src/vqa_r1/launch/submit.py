@@ -66,6 +66,8 @@ class LaunchRequest:
     setup: list[str] = field(default_factory=list)  # extra setup lines (e.g. start a judge server)
     max_requeues: int = 50
     snapshot: bool = True
+    # issue 3 (pipelines): per-request submitit parameters, e.g. the afterok dependency
+    extra_params: dict[str, Any] = field(default_factory=dict)
 
 
 def pick_executor(choice: str) -> str:
@@ -105,6 +107,9 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
             params["cpus_per_task"] = max(1, params["cpus_per_task"] // res.gpus)
     # many short limits count as timeouts: allow enough requeues for the whole run
     params["slurm_max_num_timeout"] = 1000
+    for key, value in request.extra_params.items():  # issue 3: dependencies (launch/pipeline.py)
+        merged = {**params.get(key, {}), **value} if isinstance(value, dict) else value
+        params[key] = merged
     setup = list(params.get("slurm_setup", [])) + request.summary + request.setup
     if setup:
         params["slurm_setup"] = setup
