@@ -1,0 +1,329 @@
+"""Sweeps, pipelines and status/logs/cancel without SLURM: parsing, plans, scripts, sacct text."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vqa_r1.errors import UserError
+from vqa_r1.launch import monitor
+from vqa_r1.launch.pipeline import parse_steps, split_overrides
+from vqa_r1.launch.sweep import (
+    array_spec,
+    check_conflicts,
+    config_differences,
+    element_name,
+    expand,
+    parse_sweeps,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
+TINY = ["--model", "tiny-qwen2.5-vl", "--cluster", "local-slurm", "--time", "00:05:00"]
+
+
+def launch(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+    )
+
+
+# ------------------------------------------------------------------------------- sweeps
+
+
+def test_sweep_values_expand_to_the_cartesian_product_in_the_given_order():
+    keys = parse_sweeps(["train.seed=1,2,3", "lora.r=8, 16"])
+    assert keys == {"train.seed": ["1", "2", "3"], "lora.r": ["8", "16"]}
+    points = expand(keys)
+    assert len(points) == 6
+    assert points[0] == {"train.seed": "1", "lora.r": "8"}
+    assert points[1] == {"train.seed": "1", "lora.r": "16"}
+    assert [element_name(p) for p in points][-1] == "train.seed=3,lora.r=16"
+    assert element_name({"data.dataset": "/a/b"}) == "data.dataset=_a_b"
+    assert expand({}) == []
+
+
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        (["train.seed"], "expected key=v1,v2"),
+        (["=1,2"], "expected key=v1,v2"),
+        (["train.seed="], "empty value"),
+        (["train.seed=1,,2"], "empty value"),
+        (["train.seed=1,1"], "repeated"),
+        (["train.seed=1", "train.seed=2"], "given twice"),
+    ],
+)
+def test_bad_sweeps_are_clear_errors(items, message):
+    with pytest.raises(UserError, match=message):
+        parse_sweeps(items)
+
+
+def test_a_key_both_swept_and_set_is_refused():
+    with pytest.raises(UserError, match="train.seed: given both"):
+        check_conflicts({"train.seed": ["1", "2"]}, ["train.seed=3", "lora.r=4"])
+    check_conflicts({"train.seed": ["1"]}, ["lora.r=4"])
+
+
+def test_array_spec_and_config_differences():
+    assert array_spec(3, None) == "0-2%3"
+    assert array_spec(5, 2) == "0-4%2"
+    configs = [
+        {"train": {"seed": 1, "lr": 1.0}, "output_dir": "a"},
+        {"train": {"seed": 2, "lr": 1.0}, "output_dir": "b"},
+    ]
+    assert config_differences(configs) == ["train.seed"]
+
+
+def test_sweep_dry_run_prints_one_array_script_and_the_element_differences(tmp_path):
+    out = launch(
+        "sft",
+        *TINY,
+        "--sweep",
+        "train.seed=1,2,3",
+        "--sweep",
+        "lora.r=4,8",
+        "--parallel",
+        "2",
+        "--set",
+        "train.max_steps=3",
+        "--dry-run",
+        "--output-dir",
+        str(tmp_path / "sweep"),
+    )
+    assert out.returncode == 0, out.stderr
+    script = out.stdout
+    assert script.startswith("#!/bin/bash")
+    assert "#SBATCH --array=0-5%2" in script
+    assert f"{tmp_path}/sweep/jobs/%A_%a_0_log.out" in script
+    assert "# configs differ in: lora.r, train.seed" in script
+    assert f"[5] {tmp_path}/sweep/train.seed=3,lora.r=8: lora.r=8, train.seed=3" in script
+    assert not (tmp_path / "sweep").exists()  # a dry run writes nothing
+
+
+def test_sweep_elements_are_validated_before_anything_is_written(tmp_path):
+    out = launch(
+        "sft", *TINY, "--sweep", "train.sed=1,2", "--output-dir", str(tmp_path / "s"), "--dry-run"
+    )
+    assert out.returncode == 2 and "unknown key 'train.sed'" in out.stderr
+    out = launch(
+        "sft", *TINY, "--sweep", "train.seed=1,x", "--output-dir", str(tmp_path / "s"), "--dry-run"
+    )
+    assert out.returncode == 2 and "train.seed: expected int" in out.stderr
+    out = launch(
+        "sft",
+        *TINY,
+        "--sweep",
+        "resources.mem_gb=4,8",
+        "--output-dir",
+        str(tmp_path / "s"),
+        "--dry-run",
+    )
+    assert out.returncode == 2 and "one array shares one request" in out.stderr
+
+
+@pytest.mark.slow
+def test_local_sweep_runs_elements_one_after_another(tmp_path):
+    root = tmp_path / "sweep"
+    out = launch(
+        "sft",
+        *TINY,
+        "--executor",
+        "local",
+        "--sweep",
+        "train.seed=1,2",
+        "--set",
+        "train.max_steps=2",
+        "--output-dir",
+        str(root),
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "sweep: all 2 elements finished" in out.stdout
+    for seed in (1, 2):
+        run = root / f"train.seed={seed}"
+        assert (run / "final" / "adapter_config.json").exists()
+        assert f"seed: {seed}" in (run / "config.yaml").read_text()
+        assert json.loads((run / "jobs.json").read_text())["jobs"][0]["executor"] == "local"
+    sweep = json.loads((root / "sweep.json").read_text())
+    assert [e["name"] for e in sweep["elements"]] == ["train.seed=1", "train.seed=2"]
+    status = launch("status", str(root))
+    assert status.returncode == 0 and status.stdout.count("COMPLETED") >= 2, status.stdout
+
+
+# ------------------------------------------------------------------------------- pipelines
+
+
+def test_pipeline_steps_parse_in_order():
+    assert parse_steps("sft,merge,grpo,evaluate") == ["sft", "merge", "grpo", "evaluate"]
+    assert parse_steps("sft, grpo,evaluate") == ["sft", "grpo", "evaluate"]
+    for text, message in [
+        ("sft,train", "unknown step"),
+        ("grpo,sft", "in the order"),
+        ("sft,sft", "repeated"),
+        ("merge,grpo", "merge needs an sft step"),
+        ("", "at least one"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            parse_steps(text)
+
+
+def test_step_prefixed_overrides_apply_to_one_step():
+    per_step = split_overrides(["train.max_steps=3", "evaluate:eval.limit=16"], ["sft", "evaluate"])
+    assert per_step == {
+        "sft": ["train.max_steps=3"],
+        "evaluate": ["train.max_steps=3", "eval.limit=16"],
+    }
+    with pytest.raises(UserError, match="not in --steps"):
+        split_overrides(["grpo:train.seed=1"], ["sft"])
+    with pytest.raises(UserError, match="not a step"):
+        split_overrides(["sfx:train.seed=1"], ["sft"])
+
+
+def plan_args(tmp_path: Path, steps: str, *extra: str):
+    from vqa_r1.launch.cli import build_parser
+
+    return build_parser().parse_args(
+        ["pipeline", *TINY, "--steps", steps, "--output-dir", str(tmp_path / "p"), *extra]
+    )
+
+
+def test_pipeline_plan_wires_merge_into_grpo_and_evaluate(tmp_path):
+    from vqa_r1.launch.pipeline import plan_pipeline
+
+    plan = plan_pipeline(plan_args(tmp_path, "sft,merge,grpo,evaluate", "--set", "train.seed=7"))
+    sft, merge, grpo, evaluate = plan.steps
+    root = tmp_path / "p"
+    assert [s.after for s in plan.steps] == [None, "sft", "merge", "grpo"]
+    assert merge.adapter == str(root / "sft") and merge.config.verb == "merge"
+    assert grpo.config.model.path == str(root / "merge" / "merged")
+    assert grpo.config.init_adapter is None  # a fresh LoRA on the merged model
+    assert evaluate.config.model.path == str(root / "merge" / "merged")
+    assert evaluate.adapter == str(root / "grpo")
+    assert all(s.config.train.seed == 7 for s in plan.steps)
+
+
+def test_pipeline_without_merge_continues_the_sft_adapter(tmp_path):
+    from vqa_r1.launch.pipeline import plan_pipeline
+
+    sft, grpo, evaluate = plan_pipeline(plan_args(tmp_path, "sft,grpo,evaluate")).steps
+    assert grpo.config.init_adapter == str(tmp_path / "p" / "sft" / "final")
+    assert grpo.config.model.path is None and evaluate.adapter == str(tmp_path / "p" / "grpo")
+
+
+def test_pipeline_dry_run_chains_the_jobs_with_afterok(tmp_path):
+    out = launch(
+        "pipeline",
+        *TINY,
+        "--set",
+        "train.max_steps=3",
+        "--dry-run",
+        "--output-dir",
+        str(tmp_path / "p"),
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "# pipeline sft -> merge -> grpo -> evaluate" in text
+    assert text.count("#!/bin/bash") == 4
+    assert text.count("#SBATCH --kill-on-invalid-dep=yes") == 3
+    assert "#SBATCH --dependency='afterok:<job id of merge>'" in text
+    assert "# vqa-r1 merge --model tiny-qwen2.5-vl" in text
+    assert not (tmp_path / "p").exists()
+
+
+def test_pipeline_checks_everything_but_the_paths_earlier_steps_produce(tmp_path):
+    out = launch("pipeline", *TINY, "--set", "grpo:train.nope=1", "--dry-run")
+    assert out.returncode == 2 and "unknown key 'train.nope'" in out.stderr
+    out = launch("pipeline", *TINY, "--dataset", str(tmp_path / "missing"), "--dry-run")
+    assert out.returncode == 2 and "data.dataset" in out.stderr
+    out = launch("pipeline", *TINY, "--steps", "evaluate,sft", "--dry-run")
+    assert out.returncode == 2 and "in the order" in out.stderr
+
+
+# ------------------------------------------------------------------------------- monitor
+
+SACCT = """\
+41_0|COMPLETED|00:00:31|vm|0:0|2026-01-01T10:00:00
+41_[1-2%1]|PENDING|00:00:00|None assigned|0:0|Unknown
+42|FAILED|00:00:12|vm|1:0|2026-01-01T10:00:05
+43|CANCELLED by 0|00:00:00|None assigned|0:0|None
+"""
+
+
+def test_sacct_parsing_and_lookup_of_array_elements():
+    rows = monitor.parse_sacct(SACCT + "garbage line\n")
+    assert rows["42"]["State"] == "FAILED" and rows["42"]["ExitCode"] == "1:0"
+    assert rows["43"]["State"] == "CANCELLED" and rows["43"]["Detail"] == "CANCELLED by 0"
+    assert monitor.lookup(rows, "41_0")["State"] == "COMPLETED"
+    assert monitor.lookup(rows, "41_2")["State"] == "PENDING"  # inside the pending range
+    assert monitor.lookup(rows, "41_3") is None and monitor.lookup(rows, "44") is None
+    command = monitor.sacct_command(["41_0", "41_1", "42"])
+    assert command[:3] == ["sacct", "-j", "41,42"] and "-P" in command and "-X" in command
+
+
+def test_restart_count_and_fields_from_scontrol_text():
+    text = (
+        "JobId=42 JobName=x\n   Restarts=3 BatchFlag=1 Reboot=0\n   StdOut=/r/jobs/42_0_log.out\n"
+    )
+    assert monitor.parse_restarts(text) == 3
+    assert monitor.parse_restarts("") is None
+    assert monitor.parse_scontrol_field(text, "StdOut") == "/r/jobs/42_0_log.out"
+
+
+def write_run(run: Path, job_id: str, status: dict | None = None) -> None:
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("verb: sft\n")
+    monitor.record_job(run, job_id, "slurm", run / "jobs", "slurm/launch.py sft")
+    if status:
+        (run / "status.json").write_text(json.dumps(status))
+
+
+def test_a_stopped_chain_names_the_failed_step_and_the_steps_that_never_ran(tmp_path, monkeypatch):
+    steps = []
+    for name, job_id in (("sft", "42"), ("grpo", "43"), ("evaluate", "44")):
+        write_run(
+            tmp_path / name, job_id, {"state": "RUNNING", "starts": 1} if name == "sft" else None
+        )
+        steps.append({"name": name, "run_dir": str(tmp_path / name), "job_id": job_id})
+    (tmp_path / "pipeline.json").write_text(json.dumps({"steps": steps}))
+    sacct = SACCT + "44|CANCELLED by 0|00:00:00|None assigned|0:0|None\n"
+    monkeypatch.setattr(monitor, "query_sacct", lambda ids: monitor.parse_sacct(sacct))
+    monkeypatch.setattr(monitor, "scontrol_show", lambda job_id: "")
+    report = monitor.status_report(str(tmp_path))
+    assert (
+        "pipeline STOPPED: step sft ended FAILED (exit 1:0); later steps not run: grpo, evaluate"
+        in report
+    )
+    assert report.count("never ran: step sft ended FAILED") == 2
+    data = json.loads(monitor.status_report(str(tmp_path), as_json=True))
+    assert [j["state"] for j in data["jobs"]] == ["FAILED", "CANCELLED", "CANCELLED"]
+    assert data["jobs"][0]["requeues"] == 0  # from status.json: one start, no requeue
+    message = monitor.cancel(str(tmp_path))
+    assert message.startswith("nothing to cancel") and "sft (job 42, FAILED)" in message
+
+
+def test_logs_tail_the_submitit_log_of_the_recorded_job(tmp_path):
+    run = tmp_path / "run"
+    write_run(run, "7_2")
+    (run / "jobs").mkdir()
+    (run / "jobs" / "7_2_0_log.out").write_text("".join(f"line {i}\n" for i in range(100)))
+    (run / "jobs" / "7_2_0_log.err").write_text("Traceback\nValueError: boom\n")
+    out = monitor.logs_report(str(run), lines=3)
+    assert out.endswith("line 97\nline 98\nline 99") and "7_2_0_log.out" in out
+    assert "ValueError: boom" in monitor.logs_report(str(run), lines=1, stderr=True)
+
+
+def test_unknown_targets_are_clear_errors(tmp_path, monkeypatch):
+    with pytest.raises(UserError, match="not a run directory, sweep or pipeline folder"):
+        monitor.resolve_target(str(tmp_path))
+    with pytest.raises(UserError, match="no such run directory, and not a job id"):
+        monitor.resolve_target(str(tmp_path / "nothing-here"))
+    monkeypatch.setattr(monitor, "query_sacct", lambda ids: {})
+    with pytest.raises(UserError, match="unknown job id 999999: sacct has no record of it"):
+        monitor.resolve_target("999999")
+    out = launch("status", str(tmp_path))
+    assert out.returncode == 2 and "not a run directory" in out.stderr
