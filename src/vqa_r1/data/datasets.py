@@ -117,17 +117,24 @@ def with_images(ds: Any) -> Any:
 
 
 def trainer_rows(
-    ds: Any, adapter: Any, kind: str, instruction: str | None = None, with_reasoning: bool = True
+    ds: Any,
+    adapter: Any,
+    kind: str,
+    instruction: str | None = None,
+    with_reasoning: bool = True,
+    rationale: str = "claim",
 ) -> Any:
     """Rows for TRL: conversational ``prompt`` plus ``completion`` (SFT) or ``solution`` (GRPO)."""
     from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 
     has_scene = "subj" in ds.column_names and "relation" in ds.column_names
+    if rationale == "scene" and "boxes" not in ds.column_names:
+        raise UserError("data.rationale=scene needs object boxes (the synthetic dataset has them)")
 
     def convert(row: dict) -> dict:
         out = {"prompt": adapter.messages(problem_text(row["caption"]), instruction)}
         if kind == "sft":
-            text = sft_completion(row, with_reasoning and has_scene)
+            text = sft_completion(row, with_reasoning and has_scene, rationale)
             out["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
         else:
             out["solution"] = solution_text(row["label"])

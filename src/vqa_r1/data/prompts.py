@@ -39,8 +39,25 @@ def grounded_rationale(row: dict) -> str:
     return f"The {row['subj']} is {actual} the {row['obj']}."
 
 
-def sft_completion(row: dict, with_reasoning: bool = True) -> str:
+def scene_rationale(row: dict) -> str:
+    """Describe the scene first (objects in left-to-right and top-to-bottom order), claim-independent.
+
+    Why: deciding a True/False claim in one token asks a tiny model to bind words to image regions
+    and compare positions at once. Describing the scene from the image alone and then checking the
+    claim against that description splits the problem into two learnable steps; it is also what
+    "reason before answering" means.
+    """
+    objects = list(zip(row["objects"], row["boxes"], strict=True))
+    by_x = [name for name, box in sorted(objects, key=lambda o: (o[1][0] + o[1][2]) / 2)]
+    by_y = [name for name, box in sorted(objects, key=lambda o: (o[1][1] + o[1][3]) / 2)]
+    return f"left to right: {', '.join(by_x)}. top to bottom: {', '.join(by_y)}."
+
+
+RATIONALES = {"claim": grounded_rationale, "scene": scene_rationale}
+
+
+def sft_completion(row: dict, with_reasoning: bool = True, style: str = "claim") -> str:
     answer = solution_text(row["label"])
     if not with_reasoning:
         return answer
-    return f"<think> {grounded_rationale(row)} </think> {answer}"
+    return f"<think> {RATIONALES[style](row)} </think> {answer}"
