@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +27,15 @@ LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
 TINY = ["--model", "tiny-qwen2.5-vl", "--cluster", "local-slurm", "--time", "00:05:00"]
 
 
+# torch.distributed variables another test may have left in this process would make a local job
+# wait for a rendezvous that never comes
+DISTRIBUTED = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
+
+
 def launch(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
     return subprocess.run(
-        [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+        [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
     )
 
 
@@ -140,7 +147,7 @@ def test_local_sweep_runs_elements_one_after_another(tmp_path):
         "train.max_steps=2",
         "--output-dir",
         str(root),
-        timeout=600,
+        timeout=300,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "sweep: all 2 elements finished" in out.stdout
@@ -242,6 +249,34 @@ def test_pipeline_checks_everything_but_the_paths_earlier_steps_produce(tmp_path
     assert out.returncode == 2 and "data.dataset" in out.stderr
     out = launch("pipeline", *TINY, "--steps", "evaluate,sft", "--dry-run")
     assert out.returncode == 2 and "in the order" in out.stderr
+
+
+@pytest.mark.slow
+def test_local_pipeline_stops_at_the_first_failure(tmp_path):
+    empty = tmp_path / "not-a-dataset"
+    empty.mkdir()  # exists (passes the login-node check) but holds no dataset
+    root = tmp_path / "p"
+    out = launch(
+        "pipeline",
+        *TINY,
+        "--executor",
+        "local",
+        "--steps",
+        "sft,grpo,evaluate",
+        "--dataset",
+        str(empty),
+        "--output-dir",
+        str(root),
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "pipeline stopped: step sft failed" in out.stdout
+    assert "not a dataset saved with save_to_disk" in out.stdout
+    assert "not run: grpo, evaluate" in out.stdout
+    steps = json.loads((root / "pipeline.json").read_text())["steps"]
+    assert [s["state"] for s in steps] == ["FAILED", "NOT RUN", "NOT RUN"]
+    status = launch("status", str(root))
+    assert "pipeline STOPPED: step sft ended FAILED" in status.stdout, status.stdout
 
 
 # ------------------------------------------------------------------------------- monitor

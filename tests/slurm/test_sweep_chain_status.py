@@ -1,9 +1,10 @@
 """Sweeps, chains and status/logs/cancel against the local SLURM, through `slurm/launch.py`.
 
 Everything is submitted at once by one module fixture (a 3-seed sweep, a chain sft -> grpo ->
-evaluate, and a chain whose first job fails), so the 2-CPU cluster stays busy and the tests only
-wait for their part. The failing chain's dataset folder exists at submission (the login-node
-check passes) and is deleted right after, the way a scratch purge would break a queued job.
+evaluate, a chain sft -> merge -> grpo -> evaluate, and a chain whose first job fails), so the
+2-CPU cluster stays busy and each test only waits for its part. The failing chain's dataset folder
+exists at submission (the login-node check passes) and is deleted right after, the way a scratch
+purge would break a queued job.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def prebuild_shared_inputs() -> None:
 def submitted(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("sweep_chain")
     prebuild_shared_inputs()
-    paths = {"sweep": root / "sweep", "chain": root / "chain", "broken": root / "broken"}
+    paths = {name: root / name for name in ("sweep", "chain", "merged", "broken")}
     launched(
         "sft", *JOB, *SHORT, "--sweep", "train.seed=1,2,3", "--output-dir", str(paths["sweep"])
     )
@@ -92,6 +93,15 @@ def submitted(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> 
         "evaluate:eval.limit=16",
         "--output-dir",
         str(paths["chain"]),
+    )
+    launched(
+        "pipeline",
+        *JOB,
+        *SHORT,
+        "--set",
+        "evaluate:eval.limit=16",
+        "--output-dir",
+        str(paths["merged"]),
     )
     scratch = root / "scratch-dataset"
     scratch.mkdir()
@@ -163,6 +173,18 @@ def test_a_chain_runs_sft_then_grpo_then_evaluate(submitted):
     assert [s["name"] for s in pipeline["steps"]] == ["sft", "grpo", "evaluate"]
     by_id = launched("status", report["jobs"][2]["job_id"])
     assert "COMPLETED" in by_id
+
+
+def test_a_chain_with_merge_trains_grpo_on_the_merged_model(submitted):
+    root = submitted["merged"]
+    wait_for(root, 420)
+    assert states(root) == ["COMPLETED"] * 4, launched("status", root)
+    merged = root / "merge" / "merged"
+    assert (merged / "config.json").exists() and (merged / "model.safetensors").exists()
+    assert f"path: {merged}" in (root / "grpo" / "config.yaml").read_text()
+    assert "init_adapter: null" in (root / "grpo" / "config.yaml").read_text()  # a fresh LoRA
+    scores = json.loads((root / "evaluate" / "scores.json").read_text())
+    assert scores["n"] == 16 and scores["adapter"] == str(root / "grpo" / "final")
 
 
 def test_cancel_stops_a_running_job(submitted, tmp_path):

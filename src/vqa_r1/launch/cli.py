@@ -3,6 +3,10 @@
 The same verbs as `vqa-r1`, the same recipes and overrides; in addition the resources (`--gpus`,
 `--nodes`, `--time`), the cluster profile and the executor. `--dry-run` prints the job script and
 the resolved configuration and submits nothing.
+
+Also: `--sweep key=v1,v2` (one job array, launch/sweep.py), `pipeline` (sft -> merge -> grpo ->
+evaluate as dependent jobs, launch/pipeline.py), `merge` (train/merge.py), and `status`, `logs`,
+`cancel` on a run, sweep or pipeline folder or a job id (launch/monitor.py).
 """
 
 from __future__ import annotations
