@@ -16,6 +16,7 @@ adapter (`init_adapter`). `evaluate` scores the last trained adapter on the last
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,7 +260,7 @@ def run_locally(plan: PipelinePlan, command: str) -> int:
             step.state = "FAILED"
             write_pipeline_file(plan, "local", command)
             later = ", ".join(s.name for s in plan.steps[index + 1 :]) or "none"
-            reason = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+            reason = failure_reason(err)
             print(
                 f"pipeline stopped: step {step.name} failed ({reason}); "
                 f"not run: {later}; log: {log_path(record, stderr=True)}"
@@ -270,6 +271,13 @@ def run_locally(plan: PipelinePlan, command: str) -> int:
         print(f"  {step.name} finished: {summarise(result)}", flush=True)
     print(f"pipeline completed; folder {plan.root}")
     return 0
+
+
+def failure_reason(err: BaseException) -> str:
+    """The exception line of a failed local job (submitit wraps the job's whole traceback)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", line)]
+    return (raised or lines or [repr(err)])[-1]
 
 
 def run_pipeline(args: argparse.Namespace, command: str) -> int:

@@ -295,6 +295,7 @@ def run_locally(plan: SweepPlan, command: str) -> int:
     """No SLURM: the elements run one after another; a failed element does not stop the rest."""
     from vqa_r1.launch.cli import summarise
     from vqa_r1.launch.monitor import record_job
+    from vqa_r1.launch.pipeline import failure_reason
     from vqa_r1.launch.submit import submit, wait_local
 
     failed: list[str] = []
@@ -309,7 +310,7 @@ def run_locally(plan: SweepPlan, command: str) -> int:
             print(f"  finished: {summarise(wait_local(job))}")
         except Exception as err:  # the job's own traceback is in its log
             failed.append(element.name)
-            print(f"  FAILED: {str(err).strip().splitlines()[-1] if str(err) else err!r}")
+            print(f"  FAILED: {failure_reason(err)}")
     if failed:
         print(f"sweep: {len(failed)} of {len(plan.elements)} failed: {', '.join(failed)}")
         return 1
