@@ -78,6 +78,35 @@ def _peft_config(config: RunConfig, adapter: Any) -> Any:
     )
 
 
+class EpochOrderSampler:
+    """TRL's GRPO sampler with each epoch's order a function of the seed and the epoch alone.
+
+    TRL's RepeatSampler seeds its generator once and draws a new permutation at every pass, so the
+    order of epoch k depends on how many passes this process has made. A job resumed in epoch
+    k >= 1 (a requeue after the first epoch) made none and replayed epoch 0's order: the metrics
+    of a requeued run left those of an uninterrupted run from the first resumed step of epoch 2 on
+    (found by tests/slurm/test_requeue_resume.py). Re-seeding and drawing the k earlier
+    permutations before each pass gives the uninterrupted run's order, resumed or not.
+    """
+
+    def __init__(self, inner: Any, epoch: Any):
+        self.inner, self.epoch = inner, epoch
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __iter__(self):
+        import torch
+
+        generator = getattr(self.inner, "generator", None)
+        if getattr(self.inner, "shuffle", False) and generator is not None:
+            if self.inner.seed is not None:
+                generator.manual_seed(self.inner.seed)
+                for _ in range(self.epoch()):
+                    torch.randperm(self.inner.num_samples, generator=generator)
+        return iter(self.inner)
+
+
 def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
     from vqa_r1.train.callbacks import JsonlMetrics
 
@@ -108,7 +137,9 @@ def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
     t = config.train
 
     class Trainer(AtomicCheckpointMixin, GRPOTrainer):
-        pass
+        def _get_train_sampler(self, dataset=None):
+            inner = super()._get_train_sampler(dataset)
+            return EpochOrderSampler(inner, lambda: int((self.state.epoch or 0) + 1e-6))
 
     rewards = [
         recording_reward(fn, rd.completions, t.sample_every, answer_rule=t.answer_rule)
@@ -197,7 +228,9 @@ def train(config: RunConfig, run_dir: str | Path, requeue: Any = None) -> dict:
         trainer.add_callback(requeue)
         time_save(trainer, requeue)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    if requeue is not None and requeue.requested:
+    # a warning during the last step still stops training there, but the run is complete
+    unfinished = trainer.state.global_step < trainer.state.max_steps
+    if requeue is not None and requeue.requested and unfinished:
         rd.update_status(state="REQUEUED", global_step=trainer.state.global_step)
         requeue.requeue_now(f"checkpoint-{trainer.state.global_step} saved at the step boundary")
     trainer.save_model(str(rd.final))
@@ -209,4 +242,6 @@ def train(config: RunConfig, run_dir: str | Path, requeue: Any = None) -> dict:
         final=str(rd.final),
     )
     rd.update_status(**status)
+    if requeue is not None:
+        requeue.finish()
     return rd.status()
