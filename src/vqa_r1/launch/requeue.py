@@ -5,11 +5,18 @@ interrupts the training loop anywhere, possibly in the middle of an optimizer st
 inside the handler could write a state that never existed. Instead:
 
 * the signal only sets a flag when the next step boundary plus a checkpoint save fit in the warning
-  window (estimated from measured step and save times); a Trainer callback then saves a checkpoint
-  at that boundary and stops training, and the task hands over to submitit's handler, which requeues;
+  window (estimated from measured step and save times); training goes on while another step would
+  still leave time for the save, then a Trainer callback saves a checkpoint at that boundary and
+  stops training, and the task hands over to submitit's handler, which requeues;
 * otherwise (or when a watchdog sees the window running out) submitit's handler runs at once and
   the job restarts from its latest periodic checkpoint. A save cut short by the kill leaves only a
   staging folder, which resume ignores (see train/checkpoints.py).
+
+The window is the time actually left before the limit, asked from SLURM when the signal comes.
+``--signal=USR2@N`` only promises "at least N seconds": slurmctld checks limits periodically (every
+30 s on the local cluster), so the warning often comes much earlier. Assuming exactly N seconds threw
+that time away; with one-minute test limits and a 20-30 s start-up, a job signalled before its first
+measured step requeued at once, run after run, and never progressed.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections import deque
@@ -37,6 +45,7 @@ class RequeueController(TrainerCallback):
         self.requested = False
         self.handed_over = False
         self._requeue = requeue
+        self.deadline: float | None = None  # monotonic time by which the job must hand over
         self._step_started = None
         self.step_seconds: deque[float] = deque(maxlen=20)
         self.save_seconds: float | None = None
@@ -70,21 +79,37 @@ class RequeueController(TrainerCallback):
         if self.requested:
             return
         self.requested = True
-        budget = self.signal_delay_s - SAFETY_S
+        left = seconds_to_time_limit()
+        if left is None:
+            left = self.signal_delay_s  # what --signal promises at least
+        budget = left - SAFETY_S
+        self.deadline = time.monotonic() + budget
         needed = self.expected_seconds()
-        if needed > budget:
+        if self.step_seconds and needed > budget:
             self.requeue_now(
                 f"a checkpoint needs about {needed:.0f} s but {budget:.0f} s remain; "
                 "resuming from the latest periodic checkpoint"
             )
             return
+        # no step measured yet (still starting up): train on, the watchdog requeues in time if no
+        # step boundary with room for a save comes
         log.warning(
-            "SLURM warning signal: checkpoint at the next step boundary (about %.0f s), then requeue",
+            "SLURM warning signal, %.0f s before the time limit: checkpoint at the next step "
+            "boundary that leaves time for the save (about %.0f s), then requeue",
+            left,
             needed,
         )
         watchdog = threading.Timer(budget, lambda: os.kill(os.getpid(), signal.SIGUSR1))
         watchdog.daemon = True
         watchdog.start()
+
+    def should_stop_now(self) -> bool:
+        """At a step boundary after the warning: stop unless one more step still leaves room
+        for the save (the pessimistic estimates of ``expected_seconds``)."""
+        if self.deadline is None or not self.step_seconds:
+            return True
+        one_more_step = max(self.step_seconds)
+        return self.deadline - time.monotonic() < one_more_step + self.expected_seconds()
 
     def requeue_now(self, reason: str) -> None:
         with self._lock:
@@ -96,6 +121,19 @@ class RequeueController(TrainerCallback):
             raise SystemExit(-1)
         self._requeue()  # submitit: dump the checkpointed task, scontrol requeue, exit
 
+    def finish(self) -> None:
+        """The run is complete: a warning arriving now must neither requeue nor kill it.
+
+        Python restores the default handlers while the interpreter shuts down, and USR2's default
+        action kills the process, so a warning in the last seconds of a finished job turned it
+        into FAILED in sacct (seen in tests/slurm/test_requeue_resume.py). An ignored signal
+        stays ignored through shutdown.
+        """
+        with self._lock:
+            self.handed_over = True  # a pending watchdog does nothing
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
     # -- Trainer callback ---------------------------------------------------------------------
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.monotonic()
@@ -103,7 +141,8 @@ class RequeueController(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self._step_started is not None:
             self.step_seconds.append(time.monotonic() - self._step_started)
-        if self.requested:
+        if self.requested and self.should_stop_now():
+            log.info("stopping at step %d: checkpoint, then requeue", state.global_step)
             control.should_save = True
             control.should_training_stop = True
             self._save_started = time.monotonic()
@@ -112,6 +151,26 @@ class RequeueController(TrainerCallback):
         if self._save_started is not None:
             self.save_seconds = time.monotonic() - self._save_started
             self._save_started = None
+
+
+def seconds_to_time_limit() -> float | None:
+    """Seconds until SLURM ends this job, or None when SLURM cannot tell (then the signal delay
+    is all that is known)."""
+    end = os.environ.get("SLURM_JOB_END_TIME")  # set by SLURM >= 23.02
+    if not (end and end.isdigit()):
+        try:  # older SLURM: ask the controller (once per warning; about 50 ms)
+            out = subprocess.run(
+                ["squeue", "-h", "-j", os.environ.get("SLURM_JOB_ID", ""), "-o", "%e"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=True,
+            )
+            end = time.mktime(time.strptime(out.stdout.strip(), "%Y-%m-%dT%H:%M:%S"))
+        except (OSError, ValueError, subprocess.SubprocessError) as err:
+            log.warning("could not read the job's end time from squeue: %s", err)
+            return None
+    return float(end) - time.time()
 
 
 _CONTROLLER: RequeueController | None = None
