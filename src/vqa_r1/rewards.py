@@ -3,10 +3,17 @@
 TRL calls ``fn(prompts=..., completions=..., **dataset_columns)`` and expects one float per
 completion. Completions are plain strings or conversational lists; both are handled. A reward must
 never raise (one exception kills hours of GRPO), so every function turns any input into a float.
+
+A reward outside this package is named ``"package.module:function"`` in ``train.reward_funcs``. It
+is imported when the config is validated on the login node, so a typo fails before anything is
+queued, and again in the job, which therefore needs the module on its PYTHONPATH too (the code
+snapshot of a SLURM job holds only ``vqa_r1``). A job cannot see a reward registered at run time
+(a monkeypatch in the submitting process), which is why this plug-in form exists.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,8 +78,37 @@ def format_reward(completions: Sequence[Any], **_: Any) -> list[float]:
 REWARDS: dict[str, RewardFn] = {"accuracy": accuracy_reward, "format": format_reward}
 
 
+def resolve_reward(name: str) -> RewardFn:
+    """A registered reward, or the function a ``"package.module:function"`` name points to."""
+    if ":" not in name:
+        if name not in REWARDS:
+            raise KeyError(
+                f"unknown reward {name!r}: registered are {sorted(REWARDS)}, "
+                "or name a function as 'package.module:function'"
+            )
+        return REWARDS[name]
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise KeyError(
+            f"reward {name!r}: cannot import {module_name!r} ({err}); the module must be "
+            "importable here and in the job (e.g. on PYTHONPATH)"
+        ) from None
+    fn = getattr(module, attr, None)
+    if not callable(fn) or not hasattr(fn, "__name__"):
+        raise KeyError(f"reward {name!r}: {module_name} has no function {attr!r}")
+    return fn
+
+
 def get_rewards(names: Sequence[str]) -> list[RewardFn]:
-    unknown = [n for n in names if n not in REWARDS]
-    if unknown:
-        raise KeyError(f"unknown reward(s) {unknown}: registered are {sorted(REWARDS)}")
-    return [REWARDS[n] for n in names]
+    """All rewards of ``names``; every bad name is reported at once (KeyError)."""
+    found, problems = [], []
+    for name in names:
+        try:
+            found.append(resolve_reward(name))
+        except KeyError as err:
+            problems.append(err.args[0])
+    if problems:
+        raise KeyError("; ".join(problems))
+    return found
