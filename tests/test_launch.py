@@ -190,8 +190,18 @@ def test_torch_distributed_environment_from_slurm(monkeypatch):
 
     from vqa_r1.launch.distributed import deepspeed_config, export_torch_distributed
 
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(key, raising=False)
+    for key in (
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ):
+        # set then delete, so monkeypatch restores the absence after the test (no leak into
+        # later tests that start local jobs, which would wait for a rendezvous)
+        monkeypatch.setenv(key, "unset")
+        monkeypatch.delenv(key)
     slurm = {
         "SLURM_JOB_ID": "4242",
         "SLURM_NTASKS": "8",

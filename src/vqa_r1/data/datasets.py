@@ -142,4 +142,5 @@ def trainer_rows(
 
     keep = {"image_path", "caption", "label", "relation"}
     drop = [c for c in ds.column_names if c not in keep and c != "image"]
-    return with_images(ds.map(convert, remove_columns=drop))
+    # in memory: concurrent jobs on one shared dataset must not race on its on-disk map cache
+    return with_images(ds.map(convert, remove_columns=drop, keep_in_memory=True))

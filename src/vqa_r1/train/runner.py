@@ -219,7 +219,12 @@ def train(config: RunConfig, run_dir: str | Path, requeue: Any = None) -> dict:
     ds = load_split(dataset_dir(config.data), config.data.train_split)
     ds = subset(ds, config.data.num_samples, config.data.subset_seed)
     rows = trainer_rows(
-        ds, loaded.adapter, config.verb, config.data.instruction, config.data.with_reasoning
+        ds,
+        loaded.adapter,
+        config.verb,
+        config.data.instruction,
+        config.data.with_reasoning,
+        config.data.rationale,
     )
     trainer = build_trainer(config, rd, loaded, rows)
     if requeue is not None:
