@@ -162,15 +162,20 @@ def plot_rewards(grpo_metrics: Path, sft_metrics: Path, png: Path) -> None:
         ("rewards/accuracy_reward/mean", "accuracy"),
         ("rewards/format_reward/mean", "format"),
     ):
-        values = [r.get(key) for r in grpo if r.get(key) is not None]
-        if values:
+        points = [(r["step"], r[key]) for r in grpo if r.get(key) is not None]
+        if points:
+            steps, values = zip(*points, strict=True)
             smooth = [
                 sum(values[max(0, i - window + 1) : i + 1])
                 / len(values[max(0, i - window + 1) : i + 1])
                 for i in range(len(values))
             ]
-            ax2.plot(range(1, len(smooth) + 1), smooth, label=label)
-    ax2.set(title=f"GRPO reward (moving mean over {window} steps)", xlabel="step", ylabel="reward")
+            ax2.plot(steps, smooth, label=label)
+    ax2.set(
+        title=f"GRPO reward (moving mean over {window} logged points)",
+        xlabel="step",
+        ylabel="reward",
+    )
     ax2.legend()
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
