@@ -32,9 +32,21 @@ def test_demo_smoke(tmp_path):
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| base |" in done.stdout and "| grpo |" in done.stdout
+    for row in ("base", "sft", "grpo", "sft+grpo"):
+        assert f"| {row} |" in done.stdout
     results = json.loads((out / "results.json").read_text())
-    assert set(results["results"]) == {"base", "sft", "grpo"}
+    assert list(results["results"]) == ["base", "sft", "grpo", "sft+grpo"]
+    assert results["model"] == "tiny-qwen2.5-vl-pretrained"
     assert all(r["n"] == 8 for r in results["results"].values())
+    assert set(results["seconds"]) >= {"data", "sft", "grpo", "sft+grpo", "eval_base"}
+    assert set(results["comparisons"]["grpo"]) == {"vs_chance_p", "vs_base_p"}
     assert (out / "reward_curve.png").stat().st_size > 1000
-    assert (out / "runs" / "grpo" / "final" / "adapter_model.safetensors").exists()
+    for run in ("sft", "grpo", "sft+grpo"):
+        assert (out / "runs" / run / "final" / "adapter_model.safetensors").exists()
+    # GRPO from base is a fresh LoRA; SFT-then-GRPO continues the SFT adapter
+    grpo_config = (out / "runs" / "grpo" / "config.yaml").read_text()
+    assert "init_adapter: null" in grpo_config
+    assert "sft/final" in (out / "runs" / "sft+grpo" / "config.yaml").read_text()
+    # a person reads one line per stage, not TRL's dict logs
+    assert "{'loss'" not in done.stdout + done.stderr
+    assert "sft: 2 steps" in done.stdout and "evaluate grpo: accuracy" in done.stdout

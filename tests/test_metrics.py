@@ -32,3 +32,29 @@ def test_classification_scores_per_relation_and_unparsed():
     assert s["per_relation"]["above"]["accuracy"] == 0.0
     with pytest.raises(ValueError):
         classification_scores(["true"], [])
+
+
+def test_two_proportion_p_against_hand_computed_z():
+    from vqa_r1.metrics import two_proportion_p
+
+    # 120/200 vs 100/200: pooled 0.55, se = sqrt(0.55*0.45*(2/200)) = 0.049749, z = 2.0101
+    assert two_proportion_p(120, 200, 100, 200) == pytest.approx(0.022210, abs=1e-5)
+    # one-sided: the same difference the other way round is not significant
+    assert two_proportion_p(100, 200, 120, 200) == pytest.approx(1 - 0.022210, abs=1e-5)
+    assert two_proportion_p(50, 100, 50, 100) == pytest.approx(0.5)
+    assert two_proportion_p(10, 10, 0, 10) < 1e-4
+
+
+def test_one_sided_binomial_p_exact_values():
+    from math import comb
+
+    from vqa_r1.metrics import one_sided_binomial_p
+
+    # P(X >= 8), X ~ Bin(10, 0.5) = (45 + 10 + 1) / 1024
+    assert one_sided_binomial_p(8, 10) == pytest.approx(56 / 1024, rel=1e-12)
+    assert one_sided_binomial_p(0, 10) == 1.0
+    exact = sum(comb(400, i) for i in range(230, 401)) / 2**400
+    assert one_sided_binomial_p(230, 400) == pytest.approx(exact, rel=1e-9)
+    assert one_sided_binomial_p(3, 4, 0.25) == pytest.approx(4 * 0.25**3 * 0.75 + 0.25**4)
+    with pytest.raises(ValueError):
+        one_sided_binomial_p(5, 4)

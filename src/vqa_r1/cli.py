@@ -15,6 +15,10 @@ import sys
 VERBS: dict[str, tuple[str, str]] = {
     "models": ("vqa_r1.models.cli", "list the registered models"),
     "data": ("vqa_r1.data.cli", "generate the synthetic dataset or inspect a dataset"),
+    "pretrain": (
+        "vqa_r1.train.cli_pretrain",
+        "pretrain a tiny model of one family on the general-skills curriculum",
+    ),
     "sft": ("vqa_r1.train.cli_sft", "supervised fine-tuning with LoRA (TRL SFTTrainer)"),
     "grpo": ("vqa_r1.train.cli_grpo", "GRPO with LoRA (TRL GRPOTrainer)"),
     "evaluate": ("vqa_r1.eval.cli", "batched evaluation of a model or checkpoint"),

@@ -56,9 +56,7 @@ class DataConfig:
     num_samples: int | None = None  # seeded subset of the training split
     subset_seed: int = 42
     with_reasoning: bool = True  # SFT targets carry a grounded <think> block
-    rationale: str = (
-        "claim"  # claim: the relation that holds; scene: objects in order (synthetic only)
-    )
+    rationale: str = "claim"  # claim: the relation that holds; scene: objects in order; facts: grid cells (synthetic)
     instruction: str | None = None  # None = the adapter's reasoning instruction
     synthetic_train: int = 2000
     synthetic_validation: int = 200
@@ -66,6 +64,10 @@ class DataConfig:
     synthetic_seed: int = 0
     synthetic_min_objects: int = 2
     synthetic_max_objects: int = 4
+    synthetic_margin: float = 0.15  # min centre distance on the relation's axis (fraction of size)
+    synthetic_object_size: list[int] = field(
+        default_factory=lambda: [18, 28]
+    )  # side, px (min, max)
     synthetic_background: str = (
         "plain"  # plain | ramp (position-coding background, see data/synthetic.py)
     )
@@ -267,6 +269,12 @@ def load_config(
     return config
 
 
+def config_from_recipe(name: str) -> RunConfig:
+    """A recipe's settings on the defaults, without a model or verb (for whole-recipe checks)."""
+    raw = yaml.safe_load(recipe_path(name).read_text()) or {}
+    return config_from_dict(raw)
+
+
 def config_from_dict(data: dict) -> RunConfig:
     config = RunConfig()
     _apply(config, data, "")
@@ -292,8 +300,8 @@ def validate(config: RunConfig) -> None:
         raise UserError(
             "train.num_generations must be at least 2: GRPO compares completions within a group"
         )
-    if config.data.rationale not in ("claim", "scene"):
-        raise UserError("data.rationale must be claim or scene")
+    if config.data.rationale not in ("claim", "scene", "facts"):
+        raise UserError("data.rationale must be claim, scene or facts")
     if t.vllm_mode not in ("colocate", "server"):
         raise UserError("train.vllm_mode must be colocate or server")
     if t.deepspeed:

@@ -20,12 +20,11 @@ log = logging.getLogger(__name__)
 VSR_COLUMNS = ("image_path", "caption", "label", "relation", "subj", "obj")
 
 
-def synthetic_dataset_dir(data_cfg: Any) -> Path:
-    """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes."""
-    from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec, write_dataset
-    from vqa_r1.models.tiny import cache_root
+def synthetic_spec(data_cfg: Any) -> Any:
+    """The generator settings a DataConfig describes."""
+    from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec
 
-    spec = SyntheticSpec(
+    return SyntheticSpec(
         splits={
             "train": data_cfg.synthetic_train,
             "validation": data_cfg.synthetic_validation,
@@ -37,16 +36,55 @@ def synthetic_dataset_dir(data_cfg: Any) -> Path:
             max_objects=data_cfg.synthetic_max_objects,
             relations=tuple(data_cfg.synthetic_relations),
             background_style=data_cfg.synthetic_background,
+            margin=data_cfg.synthetic_margin,
+            object_size=tuple(data_cfg.synthetic_object_size),
         ),
     )
+
+
+def synthetic_dataset_dir(data_cfg: Any) -> Path:
+    """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes."""
     from dataclasses import asdict
 
+    from vqa_r1.data.synthetic import write_dataset
+    from vqa_r1.models.tiny import cache_root
+
+    spec = synthetic_spec(data_cfg)
     key = json.dumps([spec.splits, spec.seed, asdict(spec.scene), 2])
     target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     if not (target / "hf").exists():
         log.info("generating synthetic dataset into %s", target)
         write_dataset(target, spec)
     return target
+
+
+def heldout_fingerprints() -> set[str]:
+    """Fingerprints of every validation and test scene of the shipped recipes' synthetic data.
+
+    Pretraining draws its scenes from other seeds and also drops any scene found here, so no
+    held-out scene is ever trained on (data/curriculum.py; asserted in tests/test_pretrain.py).
+    Scenes are regenerated from their seeds (no images drawn): about 0.1 s per recipe.
+    """
+    from vqa_r1.config import config_from_recipe, list_recipes
+    from vqa_r1.data.curriculum import scene_fingerprint
+    from vqa_r1.data.synthetic import generate_scenes
+
+    found: set[str] = set()
+    seen: set[str] = set()
+    for recipe in list_recipes():
+        data = config_from_recipe(recipe).data
+        if data.dataset != "synthetic":
+            continue
+        spec = synthetic_spec(data)
+        key = repr(spec)
+        if key in seen:
+            continue
+        seen.add(key)
+        for index, (split, n) in enumerate(spec.splits.items()):
+            if split != "train":
+                scenes = generate_scenes(n, spec.seed * 1000 + index, spec.scene)
+                found |= {scene_fingerprint(s) for s in scenes}
+    return found
 
 
 def dataset_dir(data_cfg: Any) -> Path:
@@ -128,8 +166,10 @@ def trainer_rows(
     from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 
     has_scene = "subj" in ds.column_names and "relation" in ds.column_names
-    if rationale == "scene" and "boxes" not in ds.column_names:
-        raise UserError("data.rationale=scene needs object boxes (the synthetic dataset has them)")
+    if rationale in ("scene", "facts") and "boxes" not in ds.column_names:
+        raise UserError(
+            f"data.rationale={rationale} needs object boxes (the synthetic dataset has them)"
+        )
 
     def convert(row: dict) -> dict:
         out = {"prompt": adapter.messages(problem_text(row["caption"]), instruction)}

@@ -53,7 +53,23 @@ def scene_rationale(row: dict) -> str:
     return f"left to right: {', '.join(by_x)}. top to bottom: {', '.join(by_y)}."
 
 
-RATIONALES = {"claim": grounded_rationale, "scene": scene_rationale}
+def facts_rationale(row: dict) -> str:
+    """The claim's subject and object with their grid cells, in the claim's order.
+
+    The format the pretrained tiny models learned on their own tasks (data/curriculum.py): read the
+    two named objects out of the image, then compare facts that stand at fixed places.
+    """
+    from PIL import Image
+
+    from vqa_r1.data.curriculum import fact, grid_cell
+
+    with Image.open(row["image_path"]) as image:
+        size = image.size[0]
+    boxes = dict(zip(row["objects"], row["boxes"], strict=True))
+    return "; ".join(fact(name, grid_cell(boxes[name], size)) for name in (row["subj"], row["obj"]))
+
+
+RATIONALES = {"claim": grounded_rationale, "scene": scene_rationale, "facts": facts_rationale}
 
 
 def sft_completion(row: dict, with_reasoning: bool = True, style: str = "claim") -> str:

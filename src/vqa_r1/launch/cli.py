@@ -16,6 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from vqa_r1.cli_args import add_set_argument
 from vqa_r1.errors import UserError
 
 JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
@@ -39,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
             add_run_arguments(p, verb)
             add_sweep_arguments(p)
         add_job_arguments(p)
+    from vqa_r1.train.cli_pretrain import add_arguments as add_pretrain_arguments
+
+    p = sub.add_parser("pretrain", help="submit a pretraining job for a tiny model of one family")
+    add_pretrain_arguments(p)
+    add_job_arguments(p)
     add_chain_and_monitor_verbs(sub)
     return parser
 
@@ -69,7 +75,7 @@ def add_chain_and_monitor_verbs(sub) -> None:
     p.add_argument("--model", required=True, help="the adapter's base model (registered name)")
     p.add_argument("--adapter", required=True, help="LoRA adapter folder or run directory")
     p.add_argument("--recipe", default=None, help="recipe for the model settings (default sft_*)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_set_argument(p)
     p.add_argument("--output-dir", default=None, help="run directory (default: runs/merge-...)")
     add_job_arguments(p)
     for verb, text in (
@@ -155,6 +161,8 @@ def request_from_args(args: argparse.Namespace):
         ), out
     if args.verb == "merge":
         return merge_request(args)
+    if args.verb == "pretrain":
+        return pretrain_request(args)
     from vqa_r1.train.cli import config_from_args
 
     config, run_dir = config_from_args(args, args.verb)
@@ -233,6 +241,36 @@ def merge_request(args: argparse.Namespace):
     if args.time is None:
         args.time = MERGE_TIME
     return request_for_config(args, "merge", config, run_dir, str(adapter))
+
+
+def pretrain_request(args: argparse.Namespace):
+    """`pretrain`: the config checked here; the job resumes from its latest checkpoint."""
+    from dataclasses import asdict
+
+    from vqa_r1.launch.submit import LaunchRequest, Resources
+    from vqa_r1.launch.task import Task
+    from vqa_r1.train.pretrain import config_from_overrides
+
+    cfg = config_from_overrides(args.family, args.overrides)
+    out = Path(args.out).resolve()
+    extra = {"config": asdict(cfg), "stop_after": args.stop_after}
+    res = Resources(gpus=args.gpus or 0, nodes=args.nodes or 1, time=args.time or "04:00:00")
+    summary = [
+        f"# vqa-r1 pretrain --family {args.family} --out {out}",
+        f"# settings: {asdict(cfg)}",
+    ]
+    request = LaunchRequest(
+        Task("pretrain", str(out), extra=extra),
+        res,
+        args.executor,
+        args.cluster,
+        f"vqa-r1-pretrain-{args.family}",
+        args.dry_run,
+        summary=summary,
+        max_requeues=args.max_requeues,
+        snapshot=not args.no_snapshot,
+    )
+    return request, out
 
 
 def job_setup_lines(config, res) -> list[str]:

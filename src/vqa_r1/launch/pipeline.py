@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.cli_args import add_set_argument
 from vqa_r1.errors import UserError
 
 STEPS = ("sft", "merge", "grpo", "evaluate")
@@ -310,13 +311,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="[STEP:]KEY=VALUE",
-        help="override a recipe key for every step, or for one step with STEP: (repeatable)",
+    add_set_argument(
+        parser,
+        "override a recipe key for every step, or for one step with STEP: (repeatable)",
+        "[STEP:]KEY=VALUE",
     )
     parser.add_argument(
         "--output-dir", default=None, help="pipeline folder (default: runs/pipeline-<model>-<time>)"

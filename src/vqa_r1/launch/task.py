@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Task:
-    verb: str  # sft | grpo | evaluate | judge | merge
+    verb: str  # sft | grpo | evaluate | judge | merge | pretrain
     run_dir: str
     adapter: str | None = None  # evaluate/merge: adapter or run directory to evaluate/merge
     extra: dict = field(default_factory=dict)
@@ -34,6 +34,12 @@ class Task:
             from vqa_r1.judge.job import run_job
 
             return {"exit_code": run_job(self.extra["config"])}
+        if self.verb == "pretrain":  # resumes from run_dir/work/checkpoints after a requeue
+            from vqa_r1.train.pretrain import PretrainConfig, pretrain
+
+            return pretrain(
+                PretrainConfig(**self.extra["config"]), run_dir, self.extra.get("stop_after")
+            )
         from vqa_r1.config import read_config
 
         config = read_config(run_dir / "config.yaml")

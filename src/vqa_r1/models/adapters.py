@@ -60,11 +60,12 @@ class FamilyAdapter:
         return model, processor
 
     # --- prompts -------------------------------------------------------------------------
-    def messages(self, question: str, instruction: str | None = None) -> list[dict]:
+    def messages(
+        self, question: str, instruction: str | None = None, image: bool = True
+    ) -> list[dict]:
         text = f"{question} {instruction if instruction is not None else self.instruction}"
-        return [
-            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text.strip()}]}
-        ]
+        parts = [{"type": "text", "text": text.strip()}]
+        return [{"role": "user", "content": ([{"type": "image"}] if image else []) + parts}]
 
     def image_token_id(self, processor: Any) -> int | None:
         token = getattr(processor, "image_token", None)

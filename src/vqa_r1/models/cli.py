@@ -28,7 +28,5 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(n) for n in MODELS)
     print(f"{'name':<{width}}  {'family':<11} {'params':<17} hub id")
     for name, spec in MODELS.items():
-        print(
-            f"{name:<{width}}  {spec.family:<11} {spec.params:<17} {spec.hub_id or '(built offline, random init)'}"
-        )
+        print(f"{name:<{width}}  {spec.family:<11} {spec.params:<17} {spec.source}")
     return 0

@@ -11,7 +11,7 @@ token is always suppressed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,14 +36,18 @@ class Generator:
         self.use_cache: bool | None = {"on": True, "off": False}.get(settings.cache)
         self.cache_decision = settings.cache
 
-    def _inputs(self, images: Sequence[Any], questions: Sequence[str]) -> Any:
+    def _inputs(self, images: Sequence[Any] | None, questions: Sequence[str]) -> Any:
+        """Processor inputs; ``images=None`` for text-only questions (no image placeholder)."""
         adapter, processor = self.loaded.adapter, self.loaded.processor
         texts = [
             processor.apply_chat_template(
-                adapter.messages(q, self.instruction), add_generation_prompt=True
+                adapter.messages(q, self.instruction, image=images is not None),
+                add_generation_prompt=True,
             )
             for q in questions
         ]
+        if images is None:
+            return processor(text=texts, return_tensors="pt", padding=True)
         return processor(
             text=texts, images=[[img] for img in images], return_tensors="pt", padding=True
         )
@@ -74,7 +78,7 @@ class Generator:
 
     def self_check(self, image: Any, question: str) -> bool:
         """Greedy ids with and without the cache on one example; use the cache only if they agree."""
-        inputs = self._inputs([image], [question])
+        inputs = self._inputs([image] if image is not None else None, [question])
         n = min(self.settings.max_new_tokens, 32)
         try:
             cached = self._generate_ids(inputs, True, n)
@@ -92,16 +96,8 @@ class Generator:
         )
         return agree
 
-    def generate(self, images: Sequence[Any], questions: Sequence[str]) -> list[str]:
+    def generate(self, images: Sequence[Any] | None, questions: Sequence[str]) -> list[str]:
         if self.use_cache is None:
-            self.self_check(images[0], questions[0])
+            self.self_check(images[0] if images is not None else None, questions[0])
         ids = self._generate_ids(self._inputs(images, questions), bool(self.use_cache))
         return self.loaded.processor.batch_decode(ids, skip_special_tokens=True)
-
-    def generate_batches(
-        self, images: Sequence[Any], questions: Sequence[str], batch_size: int
-    ) -> Iterator[list[str]]:
-        for start in range(0, len(questions), batch_size):
-            yield self.generate(
-                images[start : start + batch_size], questions[start : start + batch_size]
-            )

@@ -15,7 +15,7 @@ from typing import Any
 
 from vqa_r1.errors import UserError
 from vqa_r1.models.adapters import FamilyAdapter, get_adapter
-from vqa_r1.models.registry import ModelSpec, get_spec
+from vqa_r1.models.registry import FAMILIES, ModelSpec, get_spec
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,21 @@ def cached_hub_path(hub_id: str) -> Path | None:
         return None
 
 
+PRETRAINED_DIR = Path(__file__).parent / "pretrained"
+
+
+def shipped_model_dir(name: str) -> Path:
+    """A tiny model pretrained by `vqa-r1 pretrain` and shipped in the repository (see its card)."""
+    path = PRETRAINED_DIR / name
+    if not (path / "config.json").exists():
+        family = {v: k for k, v in FAMILIES.items()}[get_spec(name).family]
+        raise UserError(
+            f"{name}: the shipped weights are missing from {path}. Rebuild them with "
+            f"`vqa-r1 pretrain --family {family} --out {path}` (the command in its card, README.md)"
+        )
+    return path
+
+
 def resolve_model_path(
     spec: ModelSpec,
     override: str | None = None,
@@ -70,6 +85,8 @@ def resolve_model_path(
                 f"model.path: {override} has no config.json (expected a saved model folder)"
             )
         return path
+    if spec.pretrained:
+        return shipped_model_dir(spec.name)
     if spec.tiny:
         from vqa_r1.models.tiny import tiny_model_dir
 

@@ -14,10 +14,19 @@ class ModelSpec:
     hub_id: str | None  # None for tiny models, which are built offline
     size: str  # recipe size key: "tiny", "1b", "3b", ...
     params: str  # human-readable size for `vqa-r1 models`
+    pretrained: bool = False  # tiny model pretrained here, weights shipped (models/pretrained/)
 
     @property
     def tiny(self) -> bool:
         return self.hub_id is None
+
+    @property
+    def source(self) -> str:
+        if self.hub_id:
+            return self.hub_id
+        if self.pretrained:
+            return f"shipped: models/pretrained/{self.name}"
+        return "(built offline, random init)"
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -33,7 +42,34 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("tiny-qwen2.5-vl", "qwen2_5_vl", None, "tiny", "random init, <1M"),
         ModelSpec("tiny-internvl", "internvl", None, "tiny", "random init, <1M"),
         ModelSpec("tiny-smolvlm", "smolvlm", None, "tiny", "random init, <1M"),
+        ModelSpec(
+            "tiny-qwen2.5-vl-pretrained",
+            "qwen2_5_vl",
+            None,
+            "tiny-pretrained",
+            "pretrained, <1M",
+            True,
+        ),
+        ModelSpec(
+            "tiny-internvl-pretrained", "internvl", None, "tiny-pretrained", "pretrained, <1M", True
+        ),
+        ModelSpec(
+            "tiny-smolvlm-pretrained", "smolvlm", None, "tiny-pretrained", "pretrained, <1M", True
+        ),
     )
+}
+
+
+# `vqa-r1 pretrain --family NAME`: the names users type, the adapters' keys, the shipped models
+FAMILIES: dict[str, str] = {
+    "qwen2.5-vl": "qwen2_5_vl",
+    "internvl": "internvl",
+    "smolvlm": "smolvlm",
+}
+PRETRAINED: dict[str, str] = {
+    "qwen2_5_vl": "tiny-qwen2.5-vl-pretrained",
+    "internvl": "tiny-internvl-pretrained",
+    "smolvlm": "tiny-smolvlm-pretrained",
 }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vqa_r1.io import atomic_dir
 
-BUILD_VERSION = 1  # bump when a builder changes, so stale caches are not reused
+BUILD_VERSION = 2  # bump when a builder changes, so stale caches are not reused
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,17 @@ def _corpus(seed: int) -> list[str]:
     """Text shaped like our prompts and answers, so the BPE merges fit the task vocabulary."""
     import random
 
+    from vqa_r1.data.curriculum import GENERAL_INSTRUCTION
     from vqa_r1.data.prompts import REASONING_INSTRUCTION
     from vqa_r1.data.synthetic import COLORS, RELATIONS, SHAPES
 
     rng = random.Random(seed)
     names = [f"{c} {s}" for c in COLORS for s in SHAPES]
-    lines = [REASONING_INSTRUCTION, "Yes No True False yes no true false Answer: answer"]
+    lines = [
+        REASONING_INSTRUCTION,
+        GENERAL_INSTRUCTION,
+        "Yes No True False yes no true false Answer: answer",
+    ]
     for _ in range(3000):
         a, b = rng.sample(names, 2)
         rel = rng.choice(list(RELATIONS))
@@ -78,6 +83,11 @@ def _corpus(seed: int) -> list[str]:
         lines.append(f"Is the following statement true: The {a} is {rel} the {b}.")
         lines.append(f"<think> The {a} is {rel} the {b}. </think> <answer> {label} </answer>")
         lines.append(f"The image shows a {a} and a {b}.\nAnswer: {label}")
+        xy = [rng.randrange(10) for _ in range(4)]
+        facts = f"{a}: x {xy[0]}, y {xy[1]}; {b}: x {xy[2]}, y {xy[3]}"
+        lines.append(f"Facts: {facts}. Where are the {a} and the {b}? Where is the {b}?")
+        lines.append(f"<think> {facts} </think> <answer> x {xy[0]}, y {xy[1]} </answer>")
+        lines.append(f"What colour is the {b.split()[1]}? How many objects are there? {xy[0]}")
     lines += ["system user assistant You are a helpful assistant. Describe the image."] * 20
     return lines
 

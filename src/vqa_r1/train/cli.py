@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from vqa_r1.cli_args import add_set_argument
+
 
 def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument(
@@ -15,14 +17,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument(
         "--recipe", default=None, help=f"recipe name or YAML path (default: {verb}_<size>)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a recipe key, e.g. --set train.learning_rate=1e-4 (repeatable)",
-    )
+    add_set_argument(parser)
     parser.add_argument(
         "--output-dir", default=None, help="run directory (default: runs/<verb>-<model>-<time>)"
     )

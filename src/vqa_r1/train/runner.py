@@ -181,12 +181,15 @@ def keep_tracker_run_id(rd: RunDir) -> str:
     return run_id
 
 
-def train(config: RunConfig, run_dir: str | Path, requeue: Any = None) -> dict:
+def train(
+    config: RunConfig, run_dir: str | Path, requeue: Any = None, progress: str | None = None
+) -> dict:
     """Train (or resume) into ``run_dir``; returns the final status.
 
     ``requeue`` is the SLURM job's RequeueController (launch/requeue.py) or None: when its warning
     signal stopped training at a step boundary, the checkpoint is written and the job requeued
-    instead of finishing.
+    instead of finishing. ``progress``: a label for one quiet progress bar (train/progress.py)
+    instead of the Trainer's console logs; metrics.jsonl is written either way.
     """
     import torch
 
@@ -227,6 +230,10 @@ def train(config: RunConfig, run_dir: str | Path, requeue: Any = None) -> dict:
         config.data.rationale,
     )
     trainer = build_trainer(config, rd, loaded, rows)
+    if progress:
+        from vqa_r1.train.progress import make_quiet
+
+        make_quiet(trainer, progress)
     if requeue is not None:
         from vqa_r1.launch.requeue import time_save
 

@@ -1,0 +1,208 @@
+"""The pretraining curriculum, the held-out guarantee, and the shipped pretrained tiny models."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from vqa_r1.data.curriculum import (
+    SEED_OFFSET,
+    TASKS,
+    CurriculumConfig,
+    claim_holds,
+    generate_examples,
+    grid_cell,
+    scene_fingerprint,
+)
+from vqa_r1.data.prompts import REASONING_INSTRUCTION
+from vqa_r1.models.loading import PRETRAINED_DIR
+from vqa_r1.models.registry import MODELS, PRETRAINED
+
+SHIPPED = list(PRETRAINED.values())
+
+
+def test_curriculum_covers_every_task_and_never_the_demo_task():
+    examples = generate_examples(3000, CurriculumConfig(seed=5), REASONING_INSTRUCTION)
+    assert set(Counter(e.task for e in examples)) == set(TASKS)
+    for e in examples:
+        assert e.target.startswith("<think> ") and e.target.endswith(" </answer>")
+        if "Is the following statement true" in e.question:
+            # a claim is only ever checked against facts in the text, never against an image
+            assert e.task == "text_claim" and e.scene is None and e.question.startswith("Facts: ")
+
+
+def test_text_claims_are_decided_by_their_facts():
+    examples = generate_examples(
+        500, CurriculumConfig(weights={"text_claim": 1.0}), REASONING_INSTRUCTION
+    )
+    labels = Counter()
+    for e in examples:
+        claim = re.search(
+            r"The (\w+ \w+) is (left of|right of|above|below) the (\w+ \w+)\.", e.question
+        )
+        facts = dict(
+            (name, (int(x), int(y)))
+            for name, x, y in re.findall(r"(\w+ \w+): x (\d), y (\d)", e.question)
+        )
+        subj, relation, obj = claim.groups()
+        verdict = claim_holds(relation, facts[subj], facts[obj])
+        assert e.target.endswith(f"<answer> {verdict} </answer>")
+        # the reasoning restates the subject's fact, then the object's
+        assert e.target.index(subj) < e.target.index(obj, e.target.index(subj) + len(subj))
+        labels[verdict] += 1
+    assert min(labels.values()) > 150  # both labels, roughly balanced
+
+
+def test_grid_cells_decide_every_demo_claim():
+    """With the demo's margin (a cell width), a claim's truth follows from the two cells."""
+    from vqa_r1.config import config_from_recipe
+    from vqa_r1.data.datasets import synthetic_spec
+    from vqa_r1.data.synthetic import generate_scenes
+
+    spec = synthetic_spec(config_from_recipe("sft_tiny-pretrained").data)
+    for scene in generate_scenes(400, 2, spec.scene):
+        cells = {o.name: grid_cell(o.box, scene.size) for o in scene.objects}
+        assert claim_holds(scene.relation, cells[scene.subj], cells[scene.obj]) == bool(scene.label)
+
+
+def test_pretraining_data_holds_no_validation_or_test_scene():
+    from vqa_r1.data.datasets import heldout_fingerprints
+    from vqa_r1.train.pretrain import PretrainConfig, curriculum_config
+
+    held = heldout_fingerprints()
+    assert len(held) >= 600  # at least one recipe's 200 validation + 400 test scenes
+    cfg = PretrainConfig()  # the shipped models' settings
+    examples = generate_examples(cfg.examples, curriculum_config(cfg), REASONING_INSTRUCTION, held)
+    trained = {scene_fingerprint(e.scene) for e in examples if e.scene is not None}
+    assert len(trained) > cfg.examples // 2
+    assert not trained & held
+    # the exclusion is applied, not just hoped for: a scene declared held out is drawn again
+    first = next(e for e in examples if e.scene is not None)
+    again = generate_examples(
+        50, curriculum_config(cfg), REASONING_INSTRUCTION, {scene_fingerprint(first.scene)}
+    )
+    assert scene_fingerprint(first.scene) not in {
+        scene_fingerprint(e.scene) for e in again if e.scene is not None
+    }
+    # and the seeds differ from every dataset seed a recipe uses (seed * 1000 + split index)
+    assert SEED_OFFSET + cfg.seed > 1000 * 1000
+
+
+@pytest.mark.slow
+def test_heldout_fingerprints_are_those_of_the_written_demo_dataset():
+    """The regenerated fingerprints match the scenes actually written for the demo's splits."""
+    from vqa_r1.config import config_from_recipe
+    from vqa_r1.data.curriculum import rows_fingerprints
+    from vqa_r1.data.datasets import dataset_dir, heldout_fingerprints, load_split
+
+    folder = dataset_dir(config_from_recipe("sft_tiny-pretrained").data)
+    held = heldout_fingerprints()
+    for split in ("validation", "test"):
+        rows = load_split(folder, split, check_images=False).to_list()
+        assert rows_fingerprints(rows) <= held
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_model_loads_and_answers_in_the_format(name):
+    from PIL import Image
+
+    from vqa_r1.config import ModelConfig
+    from vqa_r1.models.generation import GenerationSettings, Generator
+    from vqa_r1.models.loading import load_model
+
+    assert MODELS[name].pretrained
+    folder = PRETRAINED_DIR / name
+    weights = folder / "model.safetensors"
+    assert weights.exists() and weights.stat().st_size < 30e6
+    record = json.loads((folder / "pretrain.json").read_text())
+    assert record["complete"] and record["global_step"] == record["config"]["steps"]
+    card = (folder / "README.md").read_text()
+    assert "vqa-r1 pretrain --family" in card and f"{record['train_seconds'] / 60:.1f} min" in card
+    loaded = load_model(ModelConfig(name=name))
+    image = Image.new("RGB", (112, 112), (240, 240, 240))
+    generator = Generator(loaded, GenerationSettings(max_new_tokens=48, cache="on"))
+    (text,) = generator.generate(
+        [image], ["Is the following statement true: The red circle is left of the blue square."]
+    )
+    assert text.strip().startswith("<think>")
+
+
+def _card_command(name: str) -> list[str]:
+    card = (PRETRAINED_DIR / name / "README.md").read_text()
+    line = re.search(r"^vqa-r1 pretrain .*$", card, re.MULTILINE).group(0)
+    return shlex.split(line)[1:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHIPPED[:1])
+def test_card_command_reproduces_the_shipped_run(tmp_path, name):
+    """The card's command, stopped after 30 steps, logs the shipped run's first losses."""
+    args = _card_command(name)
+    out_index = args.index("--out") + 1
+    args[out_index] = str(tmp_path / "model")
+    done = subprocess.run(
+        [sys.executable, "-m", "vqa_r1", *args, "--stop-after", "30"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    prefix = json.loads((tmp_path / "model" / "work" / "prefix.json").read_text())
+    shipped = json.loads((PRETRAINED_DIR / name / "pretrain.json").read_text())
+    assert prefix["config"] == shipped["config"]
+    assert len(prefix["loss_curve"]) == 3
+    for (step, loss), (step0, loss0) in zip(
+        prefix["loss_curve"], shipped["loss_curve"], strict=False
+    ):
+        assert step == step0
+        assert loss == pytest.approx(loss0, abs=1e-4)
+
+
+REPO = PRETRAINED_DIR.parents[3]
+LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
+
+
+def _launch(*args, timeout=600):
+    return subprocess.run(
+        [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+    )
+
+
+def test_pretrain_dry_run_writes_nothing_and_bad_settings_fail_first(tmp_path):
+    out = tmp_path / "model"
+    dry = _launch("pretrain", "--family", "internvl", "--out", str(out), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "vqa-r1-pretrain-internvl" in dry.stdout and "'family': 'internvl'" in dry.stdout
+    assert not out.exists()
+    bad = _launch("pretrain", "--family", "internvl", "--out", str(out), "--set", "stepz=3")
+    assert bad.returncode == 2 and "unknown key 'stepz'" in bad.stderr
+    bad = _launch("pretrain", "--family", "llava", "--out", str(out), "--dry-run")
+    assert bad.returncode == 2 and "invalid choice: 'llava'" in bad.stderr
+    bad = _launch(
+        "pretrain", "--family", "smolvlm", "--out", str(out), "--set", "weights={poems: 1}"
+    )
+    assert bad.returncode == 2 and "weights: unknown curriculum tasks ['poems']" in bad.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_local_pretrain_job_writes_a_model_with_its_card(tmp_path):
+    """The launcher face, locally, on a small run of a non-Qwen family (text-only rows mixed in)."""
+    out = tmp_path / "model"
+    small = ["steps=6", "examples=96", "save_steps=3", "eval_examples=4", "hidden=64", "layers=2"]
+    sets = [x for s in small for x in ("--set", s)]
+    done = _launch("pretrain", "--family", "smolvlm", "--out", str(out), "--executor", "local", *sets)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    record = json.loads((out / "pretrain.json").read_text())
+    assert record["complete"] and record["global_step"] == 6
+    assert set(record["readout"]) == set(TASKS)
+    card = (out / "README.md").read_text()
+    assert "--set steps=6" in card and "--family smolvlm" in card
+    assert (out / "model.safetensors").exists() and (out / "loss_curve.png").exists()
+    assert not (out / "work").exists()
