@@ -56,7 +56,7 @@ class DataConfig:
     num_samples: int | None = None  # seeded subset of the training split
     subset_seed: int = 42
     with_reasoning: bool = True  # SFT targets carry a grounded <think> block
-    rationale: str = "claim"  # claim: the relation that holds; scene: objects in order; facts: grid cells (synthetic)
+    rationale: str = "claim"  # claim: the relation that holds; scene: the layout, objects in order (synthetic only)
     instruction: str | None = None  # None = the adapter's reasoning instruction
     synthetic_train: int = 2000
     synthetic_validation: int = 200
@@ -68,6 +68,7 @@ class DataConfig:
     synthetic_object_size: list[int] = field(
         default_factory=lambda: [18, 28]
     )  # side, px (min, max)
+    synthetic_distinct_colors: bool = False  # every object of a scene a different colour
     synthetic_background: str = (
         "plain"  # plain | ramp (position-coding background, see data/synthetic.py)
     )
@@ -300,8 +301,8 @@ def validate(config: RunConfig) -> None:
         raise UserError(
             "train.num_generations must be at least 2: GRPO compares completions within a group"
         )
-    if config.data.rationale not in ("claim", "scene", "facts"):
-        raise UserError("data.rationale must be claim, scene or facts")
+    if config.data.rationale not in ("claim", "scene"):
+        raise UserError("data.rationale must be claim or scene")
     if t.vllm_mode not in ("colocate", "server"):
         raise UserError("train.vllm_mode must be colocate or server")
     if t.deepspeed:

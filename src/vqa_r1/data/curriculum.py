@@ -1,22 +1,29 @@
 """The pretraining curriculum of the tiny models: general skills, never the demo's task itself.
 
 Why a curriculum: a randomly initialised tiny VLM does not learn to check a spatial claim against an
-image in minutes on CPU (README, "Demo results" of the first release), yet real VLMs come to GRPO
-already able to read images and compare text. Measured on this machine (shared notes): a tiny model
-learns in about a minute to read one named object's attribute out of an image, and to compare two
-facts that sit at fixed places in the text, but it sits on a long plateau when it must search a
-scene and compare in one step. So the curriculum teaches the two easy skills separately, each in
-the think-then-answer format:
+image in minutes on CPU, yet real VLMs come to GRPO already able to read images and compare text.
+What a tiny model learns quickly was measured on this machine (shared notes, and this module's own
+trials, README "Demo results"): naming the object at a position ("what colour is the object on the
+left?") in minutes, and comparing tokens that stand at fixed places; naming the position of a named
+object, or searching a list for a name, sits on long plateaus; and the tiny vision tower tells
+colours apart at once but shapes only slowly (measured: colour per slot 0.95-0.99, shape at chance
+after 2,000 steps). So every task reasons in one *layout* format that reads position -> colour,
+the learnable direction, and puts the colours a claim needs at fixed places (scenes have one object
+per colour, so a colour names an object):
 
-- ``locate`` / ``locate_pair`` / ``colour`` / ``count``: read facts out of the image. A fact is a
-  named object and the coarse grid cell of its centre, e.g. ``red circle: x 2, y 0`` (4 cells per
-  axis; two centres at least a cell width apart always fall in different cells).
-- ``text_claim``: check a claim against facts given *in the text*, with no image at all: the
-  reasoning restates the claim's subject and object facts, in the claim's order, and the answer
-  compares them.
+    <think> left to right: red, blue. top to bottom: blue, red. left: red. subject: red. </think>
 
-The demo's task (a claim about a real image, no facts in the text) is never trained here: a model
-must compose "read the named objects out of the image" with "compare their facts", which is what
+(then the colour at the end of the layout that the question or the claim's relation points to,
+and for a claim the subject's colour: "the red circle is left of the blue square" holds iff the
+two are the same, a comparison of two tokens side by side).
+
+- image tasks (``layout``, ``which``): describe the layout of a scene, then answer a question about
+  it (which colours there are, which object is on the left or at the top);
+- ``text_claim``: check a spatial claim against a layout given *in the text*, with no image: the
+  reasoning restates the layout, the answer follows from it.
+
+The demo's task (a claim about an image, no layout in the text) is never trained here: the model
+must compose "describe the image's layout" with "check the claim against a layout", which is what
 SFT and GRPO then teach. Scenes come from seeds disjoint from every split the demo and tests use,
 and each scene's fingerprint (objects and boxes) is checked against the held-out splits.
 """
@@ -36,20 +43,20 @@ from vqa_r1.data.synthetic import (
     SceneConfig,
     SceneObject,
     draw,
-    make_scene,
 )
 
-# Cells per axis in a fact. Four, because every family's tiny model turns a 112 px image into a
-# 4 x 4 grid of image tokens: a fact then names the token an object's centre falls in.
-GRID = 4
 GENERAL_INSTRUCTION = (
     "First think about the question in <think> </think> tags, "
     "then give the final answer in <answer> </answer> tags."
 )
-TASKS = ("locate", "locate_pair", "colour", "count", "text_claim")
+TASKS = ("layout", "which", "text_claim")
 # Pretraining seeds live far above the demo's and tests' dataset seeds (seed * 1000 + split index,
 # with user seeds well below this offset).
 SEED_OFFSET = 7_000_000
+# which object is at each end of an axis, as the question and the layout say it
+ENDS = {"left": (0, 0), "right": (0, -1), "top": (1, 0), "bottom": (1, -1)}
+# the end of the layout a relation's subject must be at: "A left of B" (two objects) iff A is left
+END_OF = {"left of": "left", "right of": "right", "above": "top", "below": "bottom"}
 
 
 @dataclass
@@ -58,17 +65,15 @@ class CurriculumConfig:
 
     seed: int = 0
     weights: dict[str, float] = field(
-        default_factory=lambda: {
-            "locate": 0.15,
-            "locate_pair": 0.3,
-            "colour": 0.1,
-            "count": 0.1,
-            "text_claim": 0.35,
-        }
+        default_factory=lambda: {"layout": 0.2, "which": 0.3, "text_claim": 0.5}
     )
+    # two objects of different colours, as in the demo's scenes; both axes must order them clearly
     scene: SceneConfig = field(
-        default_factory=lambda: SceneConfig(min_objects=1, max_objects=3, background_style="ramp")
+        default_factory=lambda: SceneConfig(
+            min_objects=2, max_objects=2, background_style="ramp", distinct_colors=True
+        )
     )
+    min_gap: float = 0.08  # minimum centre distance on each axis, as a fraction of the image size
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(TASKS)
@@ -76,30 +81,28 @@ class CurriculumConfig:
             raise ValueError(f"unknown curriculum tasks {sorted(unknown)}: choose from {TASKS}")
 
 
-def grid_cell(box: Iterable[float], image_size: int) -> tuple[int, int]:
-    """The grid cell of a box's centre: (column, row), each in 0..GRID-1."""
-    x0, y0, x1, y1 = box
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    return (
-        min(GRID - 1, int(cx * GRID / image_size)),
-        min(GRID - 1, int(cy * GRID / image_size)),
-    )
+def colour_of(name: str) -> str:
+    return name.split(" ", 1)[0]
 
 
-def cell(obj: SceneObject, image_size: int) -> tuple[int, int]:
-    return grid_cell(obj.box, image_size)
+def layout_text(by_x: list[str], by_y: list[str]) -> str:
+    """The layout line: the objects' colours in left-to-right and in top-to-bottom order."""
+    return f"left to right: {', '.join(by_x)}. top to bottom: {', '.join(by_y)}."
 
 
-def fact(name: str, xy: tuple[int, int]) -> str:
-    return f"{name}: x {xy[0]}, y {xy[1]}"
+def layout_of(objects: Iterable[tuple[str, Iterable[float]]]) -> tuple[list[str], list[str]]:
+    """Colours of named boxes ordered by centre, left to right and top to bottom."""
+    placed = [(colour_of(name), list(box)) for name, box in objects]
+    by_x = [c for c, b in sorted(placed, key=lambda o: (o[1][0] + o[1][2]) / 2)]
+    by_y = [c for c, b in sorted(placed, key=lambda o: (o[1][1] + o[1][3]) / 2)]
+    return by_x, by_y
 
 
-def claim_holds(relation: str, subj: tuple[int, int], obj: tuple[int, int]) -> bool | None:
-    """Whether ``subj relation obj`` holds on grid cells; None when the cells do not decide it."""
+def claim_holds(relation: str, subj: str, obj: str, by_x: list[str], by_y: list[str]) -> bool:
+    """Whether ``subj relation obj`` (object names) holds in a layout of colours."""
     _, axis, sign = RELATIONS[relation]
-    delta = subj[axis] - obj[axis]
-    if delta == 0:
-        return None
+    order = by_x if axis == 0 else by_y
+    delta = order.index(colour_of(subj)) - order.index(colour_of(obj))
     return delta * sign > 0
 
 
@@ -113,17 +116,9 @@ def scene_fingerprint(scene: Scene) -> str:
     return fingerprint((o.name, o.box) for o in scene.objects)
 
 
-def _think(facts: list[str], answer: str) -> str:
-    return f"<think> {'; '.join(facts)} </think> <answer> {answer} </answer>"
-
-
-def _random_scene(rng: random.Random, cfg: SceneConfig) -> Scene:
-    from vqa_r1.data.synthetic import _place_objects
-
-    while True:
-        objects = _place_objects(rng, cfg)
-        if objects:
-            return Scene(objects, "", 0, "", "", "", cfg.image_size)
+def rows_fingerprints(rows: Iterable[dict]) -> set[str]:
+    """Fingerprints of dataset rows that carry ``objects`` and ``boxes`` (the synthetic schema)."""
+    return {fingerprint(zip(r["objects"], r["boxes"], strict=True)) for r in rows}
 
 
 @dataclass
@@ -137,100 +132,107 @@ class Example:
     target: str
 
 
+def _target(layout: str, answer: str) -> str:
+    return f"<think> {layout} </think> <answer> {answer} </answer>"
+
+
+def at_end(end: str, by_x: list[str], by_y: list[str]) -> str:
+    """The colour at one end of a layout (``left``, ``right``, ``top``, ``bottom``)."""
+    axis, index = ENDS[end]
+    return (by_x if axis == 0 else by_y)[index]
+
+
+def claim_reasoning(relation: str, subj: str, by_x: list[str], by_y: list[str]) -> str:
+    """The layout, the colour at the end the claim's relation points to, the subject's colour.
+
+    "The red circle is left of the blue square" holds iff the left object is red. Each step is one
+    a tiny model learns quickly: the layout is read from the image (position -> colour), the end's
+    colour is copied from a fixed place of the layout, the subject's colour from the claim, and
+    the answer compares the last two tokens, side by side (measured: the same comparison with the
+    subject's colour left in the claim stayed at chance after 1,500 steps).
+    """
+    end = END_OF[relation]
+    colours = f"{end}: {at_end(end, by_x, by_y)}. subject: {colour_of(subj)}."
+    return f"{layout_text(by_x, by_y)} {colours}"
+
+
+def _scene(rng: random.Random, cfg: CurriculumConfig) -> Scene:
+    """A scene whose objects are clearly ordered on both axes (so its layout is unambiguous)."""
+    from vqa_r1.data.synthetic import _place_objects
+
+    gap = cfg.min_gap * cfg.scene.image_size
+    while True:
+        objects = _place_objects(rng, cfg.scene)
+        if len(objects) < cfg.scene.min_objects:
+            continue
+        centres = [o.center for o in objects]
+        clear = all(
+            abs(a[axis] - b[axis]) >= gap
+            for i, a in enumerate(centres)
+            for b in centres[i + 1 :]
+            for axis in (0, 1)
+        )
+        if clear:
+            return Scene(objects, "", 0, "", "", "", cfg.scene.image_size)
+
+
 def make_example(
-    task: str, rng: random.Random, cfg: SceneConfig, claim_instruction: str
+    task: str, rng: random.Random, cfg: CurriculumConfig, claim_instruction: str
 ) -> Example:
-    size = cfg.image_size
     if task == "text_claim":
         return _text_claim(rng, claim_instruction)
-    if task == "locate_pair":
-        scene = _scene_with(rng, cfg, at_least=2)
-        a, b = rng.sample(scene.objects, 2)
-        facts = [fact(a.name, cell(a, size)), fact(b.name, cell(b, size))]
-        answer = f"x {cell(a, size)[0]}, y {cell(a, size)[1]} and x {cell(b, size)[0]}, y {cell(b, size)[1]}"
-        return Example(
-            task,
-            scene,
-            f"Where are the {a.name} and the {b.name}?",
-            GENERAL_INSTRUCTION,
-            _think(facts, answer),
-        )
-    if task == "locate":
-        scene = _scene_with(rng, cfg, at_least=1)
-        a = rng.choice(scene.objects)
-        xy = cell(a, size)
-        return Example(
-            task,
-            scene,
-            f"Where is the {a.name}?",
-            GENERAL_INSTRUCTION,
-            _think([fact(a.name, xy)], f"x {xy[0]}, y {xy[1]}"),
-        )
-    if task == "colour":
-        scene = _scene_with(rng, cfg, at_least=1)
-        shapes = [o.shape for o in scene.objects]
-        unique = [o for o in scene.objects if shapes.count(o.shape) == 1]
-        a = rng.choice(unique or scene.objects)
-        return Example(
-            task,
-            scene,
-            f"What colour is the {a.shape}?",
-            GENERAL_INSTRUCTION,
-            _think([fact(a.name, cell(a, size))], a.color),
-        )
-    if task == "count":
-        scene = _scene_with(rng, cfg, at_least=1)
-        ordered = sorted(scene.objects, key=lambda o: o.center[0])
-        facts = [fact(o.name, cell(o, size)) for o in ordered]
-        return Example(
-            task,
-            scene,
-            "How many objects are there?",
-            GENERAL_INSTRUCTION,
-            _think(facts, str(len(ordered))),
-        )
-    raise ValueError(f"unknown task {task!r}")
-
-
-def _scene_with(rng: random.Random, cfg: SceneConfig, at_least: int) -> Scene:
-    while True:
-        scene = _random_scene(rng, cfg)
-        if len(scene.objects) >= at_least:
-            return scene
+    scene = _scene(rng, cfg)
+    by_x, by_y = layout_of((o.name, o.box) for o in scene.objects)
+    layout = layout_text(by_x, by_y)
+    if task == "layout":
+        question, answer = "Describe the layout of the objects.", " and ".join(by_x)
+    elif task == "which":
+        end = rng.choice(list(ENDS))
+        side = "on the" if end in ("left", "right") else "at the"
+        question = f"Which colour is the object {side} {end}?"
+        answer = at_end(end, by_x, by_y)
+        layout = f"{layout} {end}: {answer}."
+    else:
+        raise ValueError(f"unknown task {task!r}")
+    return Example(task, scene, question, GENERAL_INSTRUCTION, _target(layout, answer))
 
 
 def _text_claim(rng: random.Random, instruction: str) -> Example:
-    """A claim checked against facts written in the question; no image."""
-    names = [f"{c} {s}" for c in COLORS for s in SHAPES]
-    while True:
-        a, b = rng.sample(names, 2)
-        xa = (rng.randrange(GRID), rng.randrange(GRID))
-        xb = (rng.randrange(GRID), rng.randrange(GRID))
-        relation = rng.choice(list(RELATIONS))
-        verdict = claim_holds(relation, xa, xb)
-        if verdict is not None:
-            break
-    listed = [fact(a, xa), fact(b, xb)]
-    rng.shuffle(listed)  # facts in any order; the reasoning restates them in the claim's order
+    """A claim checked against a layout written in the question; no image."""
+    a, b = rng.sample(list(COLORS), 2)
+    names = {a: f"{a} {rng.choice(SHAPES)}", b: f"{b} {rng.choice(SHAPES)}"}
+    by_x, by_y = [a, b], [a, b]
+    rng.shuffle(by_x)
+    rng.shuffle(by_y)
+    subj, obj = (names[c] for c in rng.sample([a, b], 2))
+    relation = rng.choice(list(RELATIONS))
+    verdict = claim_holds(relation, subj, obj, by_x, by_y)
     question = (
-        f"Facts: {'; '.join(listed)}. "
-        f"Is the following statement true: The {a} is {relation} the {b}."
+        f"Layout: {layout_text(by_x, by_y)} "
+        f"Is the following statement true: The {subj} is {relation} the {obj}."
     )
-    target = _think([fact(a, xa), fact(b, xb)], "True" if verdict else "False")
-    return Example("text_claim", None, question, instruction, target)
+    reasoning = claim_reasoning(relation, subj, by_x, by_y)
+    return Example(
+        "text_claim",
+        None,
+        question,
+        instruction,
+        _target(reasoning, "True" if verdict else "False"),
+    )
 
 
 def generate_examples(
-    n: int, cfg: CurriculumConfig, claim_instruction: str, exclude: set[str] = frozenset()
+    n: int, cfg: CurriculumConfig, claim_instruction: str, exclude: Iterable[str] = frozenset()
 ) -> list[Example]:
     """``n`` examples, deterministic from ``cfg.seed``; scenes whose fingerprint is in ``exclude``
     (the held-out splits) are drawn again."""
+    exclude = set(exclude)
     rng = random.Random(SEED_OFFSET + cfg.seed)
     tasks, weights = zip(*cfg.weights.items(), strict=True)
     out = []
     while len(out) < n:
         task = rng.choices(tasks, weights)[0]
-        example = make_example(task, rng, cfg.scene, claim_instruction)
+        example = make_example(task, rng, cfg, claim_instruction)
         if example.scene is not None and scene_fingerprint(example.scene) in exclude:
             continue
         out.append(example)
@@ -248,27 +250,3 @@ def render_scene(objects: list, cfg: SceneConfig):
         SceneObject(name, *name.split(" ", 1), tuple(int(v) for v in box)) for name, box in objects
     ]
     return draw(Scene(placed, "", 0, "", "", "", cfg.image_size), cfg)
-
-
-def rows_fingerprints(rows: Iterable[dict]) -> set[str]:
-    """Fingerprints of dataset rows that carry ``objects`` and ``boxes`` (the synthetic schema)."""
-    return {fingerprint(zip(r["objects"], r["boxes"], strict=True)) for r in rows}
-
-
-__all__ = [
-    "GRID",
-    "TASKS",
-    "CurriculumConfig",
-    "Example",
-    "cell",
-    "claim_holds",
-    "fact",
-    "fingerprint",
-    "generate_examples",
-    "grid_cell",
-    "rows_fingerprints",
-    "make_scene",
-    "render",
-    "render_scene",
-    "scene_fingerprint",
-]

@@ -38,6 +38,7 @@ def synthetic_spec(data_cfg: Any) -> Any:
             background_style=data_cfg.synthetic_background,
             margin=data_cfg.synthetic_margin,
             object_size=tuple(data_cfg.synthetic_object_size),
+            distinct_colors=data_cfg.synthetic_distinct_colors,
         ),
     )
 
@@ -166,7 +167,7 @@ def trainer_rows(
     from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 
     has_scene = "subj" in ds.column_names and "relation" in ds.column_names
-    if rationale in ("scene", "facts") and "boxes" not in ds.column_names:
+    if rationale == "scene" and "boxes" not in ds.column_names:
         raise UserError(
             f"data.rationale={rationale} needs object boxes (the synthetic dataset has them)"
         )

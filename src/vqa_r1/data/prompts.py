@@ -40,36 +40,21 @@ def grounded_rationale(row: dict) -> str:
 
 
 def scene_rationale(row: dict) -> str:
-    """Describe the scene first (objects in left-to-right and top-to-bottom order), claim-independent.
+    """Describe the scene first (colours left to right, then top to bottom), then the claim's end.
 
     Why: deciding a True/False claim in one token asks a tiny model to bind words to image regions
-    and compare positions at once. Describing the scene from the image alone and then checking the
-    claim against that description splits the problem into two learnable steps; it is also what
-    "reason before answering" means.
+    and compare positions at once. Describing the layout from the image alone and then checking the
+    claim against that description splits the problem into two learnable steps; it is also the
+    format the pretrained tiny models learned (data/curriculum.py), and what "reason before
+    answering" means.
     """
-    objects = list(zip(row["objects"], row["boxes"], strict=True))
-    by_x = [name for name, box in sorted(objects, key=lambda o: (o[1][0] + o[1][2]) / 2)]
-    by_y = [name for name, box in sorted(objects, key=lambda o: (o[1][1] + o[1][3]) / 2)]
-    return f"left to right: {', '.join(by_x)}. top to bottom: {', '.join(by_y)}."
+    from vqa_r1.data.curriculum import claim_reasoning, layout_of
+
+    layout = layout_of(zip(row["objects"], row["boxes"], strict=True))
+    return claim_reasoning(row["relation"], row["subj"], *layout)
 
 
-def facts_rationale(row: dict) -> str:
-    """The claim's subject and object with their grid cells, in the claim's order.
-
-    The format the pretrained tiny models learned on their own tasks (data/curriculum.py): read the
-    two named objects out of the image, then compare facts that stand at fixed places.
-    """
-    from PIL import Image
-
-    from vqa_r1.data.curriculum import fact, grid_cell
-
-    with Image.open(row["image_path"]) as image:
-        size = image.size[0]
-    boxes = dict(zip(row["objects"], row["boxes"], strict=True))
-    return "; ".join(fact(name, grid_cell(boxes[name], size)) for name in (row["subj"], row["obj"]))
-
-
-RATIONALES = {"claim": grounded_rationale, "scene": scene_rationale, "facts": facts_rationale}
+RATIONALES = {"claim": grounded_rationale, "scene": scene_rationale}
 
 
 def sft_completion(row: dict, with_reasoning: bool = True, style: str = "claim") -> str:

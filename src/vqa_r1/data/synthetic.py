@@ -51,6 +51,10 @@ class SceneConfig:
     # only positional signal is rotary (Qwen2.5-VL: no absolute position anywhere, RoPE acts on
     # queries and keys, never on values) need in order to learn relations from scratch in minutes.
     background_style: str = "plain"  # plain | ramp
+    # every object a different colour, so that a colour names an object (the layout reasoning of
+    # the pretrained tiny models reads colours, which a tiny vision tower sees at once; shapes it
+    # learns far more slowly, README "Demo results")
+    distinct_colors: bool = False
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.relations if r not in RELATIONS]
@@ -58,6 +62,8 @@ class SceneConfig:
             raise ValueError(f"unknown relations {unknown}: choose from {list(RELATIONS)}")
         if not 1 <= self.min_objects <= self.max_objects <= len(COLORS) * len(SHAPES):
             raise ValueError("need 1 <= min_objects <= max_objects")
+        if self.distinct_colors and self.max_objects > len(COLORS):
+            raise ValueError(f"distinct colours allow at most {len(COLORS)} objects")
         if self.background_style not in ("plain", "ramp"):
             raise ValueError("background_style must be plain or ramp")
         if self.max_objects < 2:
@@ -96,7 +102,10 @@ def _holds(relation: str, a: SceneObject, b: SceneObject, margin_px: float) -> b
 
 def _place_objects(rng: random.Random, cfg: SceneConfig) -> list[SceneObject]:
     count = rng.randint(cfg.min_objects, cfg.max_objects)
-    kinds = rng.sample([(c, s) for c in COLORS for s in SHAPES], count)
+    if cfg.distinct_colors:
+        kinds = [(c, rng.choice(SHAPES)) for c in rng.sample(list(COLORS), count)]
+    else:
+        kinds = rng.sample([(c, s) for c in COLORS for s in SHAPES], count)
     objects: list[SceneObject] = []
     for color, shape in kinds:
         for _attempt in range(50):

@@ -62,7 +62,12 @@ def tiny_model_dir(family: str, seed: int = 0, size: TinySize | None = None) -> 
 
 
 def _corpus(seed: int) -> list[str]:
-    """Text shaped like our prompts and answers, so the BPE merges fit the task vocabulary."""
+    """Text shaped like our prompts and answers, so the BPE merges fit the task vocabulary.
+
+    Frozen: the shipped pretrained models start from builds of exactly this text (its grid-fact
+    lines come from an earlier curriculum), and their cards' commands reproduce them only while it
+    stays byte-identical. A change here needs a new BUILD_VERSION and new pretrained models.
+    """
     import random
 
     from vqa_r1.data.curriculum import GENERAL_INSTRUCTION

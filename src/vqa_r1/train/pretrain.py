@@ -37,10 +37,10 @@ class PretrainConfig:
     hidden: int = 128
     layers: int = 4
     vocab: int = 1024
-    examples: int = 32000
-    steps: int = 2000
-    batch_size: int = 16
-    learning_rate: float = 1e-3
+    examples: int = 96000
+    steps: int = 3000
+    batch_size: int = 32
+    learning_rate: float = 5e-4
     warmup_ratio: float = 0.05
     weight_decay: float = 0.0
     lr_scheduler_type: str = "cosine"
@@ -49,9 +49,6 @@ class PretrainConfig:
     num_threads: int = 1
     eval_examples: int = 200  # held-out examples per task for the card's read-out accuracy
     weights: dict[str, float] = field(default_factory=dict)  # task weights; {} = the curriculum's
-    # Object sides in px. Small enough that the position-coding background stays visible around an
-    # object inside its image token: Qwen2.5-VL's vision tower has no absolute position embedding.
-    object_size: list[int] = field(default_factory=lambda: [10, 16])
 
 
 def config_from_overrides(family: str, overrides: list[str]) -> PretrainConfig:
@@ -79,8 +76,6 @@ def validate(cfg: PretrainConfig) -> None:
     for name in ("steps", "examples", "batch_size", "hidden", "layers", "eval_examples"):
         if getattr(cfg, name) <= 0:
             raise UserError(f"{name} must be positive")
-    if len(cfg.object_size) != 2 or not 4 <= cfg.object_size[0] <= cfg.object_size[1] <= 40:
-        raise UserError("object_size: expected two sides in px, 4 <= min <= max <= 40")
     if cfg.learning_rate <= 0:
         raise UserError("learning_rate must be positive")
 
@@ -89,7 +84,6 @@ def curriculum_config(cfg: PretrainConfig) -> Any:
     from vqa_r1.data.curriculum import CurriculumConfig
 
     ccfg = CurriculumConfig(seed=cfg.seed)
-    ccfg.scene.object_size = tuple(cfg.object_size)
     if cfg.weights:
         ccfg.weights = dict(cfg.weights)
         ccfg.__post_init__()
@@ -343,15 +337,22 @@ def model_card(record: dict) -> str:
         for task, r in record["readout"].items()
     )
     losses = record["loss_curve"]
-    first, last = losses[0], losses[-1]
+    if losses:
+        (s0, l0), (s1, l1) = losses[0], losses[-1]
+        loss_line = (
+            f"Step {s0}: {l0:.3f}; step {s1}: {l1:.4f} (all logged steps in `pretrain.json`)."
+        )
+    else:
+        loss_line = "No step was logged (fewer steps than logging_steps)."
     return f"""# {name}
 
 A tiny {cfg.family} model (text hidden {cfg.hidden}, {cfg.layers} layers, vocabulary {cfg.vocab};
 random init from seed {cfg.seed}) pretrained on this repository's general-skills curriculum
-(`src/vqa_r1/data/curriculum.py`): reading objects' grid positions, colours and counts out of
-synthetic scenes, and checking a spatial claim against facts given in the text. It never saw the
-demo's task (a claim about an image with no facts in the text), nor a validation or test scene of
-any shipped recipe (checked by scene fingerprint). Full fine-tuning with TRL's SFTTrainer.
+(`src/vqa_r1/data/curriculum.py`): describing the layout of synthetic scenes (objects left to
+right and top to bottom) and answering questions about it, and checking a spatial claim against a
+layout given in the text, with no image. It never saw the demo's task (a claim about an image with
+no layout in the text), nor a validation or test scene of any shipped recipe (checked by scene
+fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer.
 
 ## Reproduce
 
@@ -368,7 +369,7 @@ the reference machine (2 CPU cores). Versions: {", ".join(f"{k} {v}" for k, v in
 
 ## Training loss
 
-Step {first[0]}: {first[1]:.3f}; step {last[0]}: {last[1]:.4f} (all logged steps in `pretrain.json`).
+{loss_line}
 
 ![loss](loss_curve.png)
 

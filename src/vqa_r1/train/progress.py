@@ -14,10 +14,16 @@ from transformers import TrainerCallback
 
 
 def quiet_libraries() -> None:
-    """Silence library progress bars and info chatter (weights loading, dataset saves)."""
+    """Silence library progress bars, info chatter and deprecation notes (weights loading, dataset
+    saves, renamed arguments): a person running the demo cannot act on them."""
+    import warnings
+
     import datasets
     import transformers
 
+    for module in ("transformers", "trl", "peft", "accelerate", "torch"):
+        warnings.filterwarnings("ignore", category=FutureWarning, module=module)
+        warnings.filterwarnings("ignore", category=UserWarning, module=module)
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
