@@ -33,11 +33,36 @@ SHIPPED = list(PRETRAINED.values())
 def test_curriculum_covers_every_task_and_never_the_demo_task():
     examples = generate_examples(3000, CurriculumConfig(seed=5), REASONING_INSTRUCTION)
     assert set(Counter(e.task for e in examples)) == set(TASKS)
+    relation_claim = re.compile(r"The \w+ \w+ is (left of|right of|above|below) the \w+ \w+\.")
     for e in examples:
         assert e.target.startswith("<think> ") and e.target.endswith(" </answer>")
-        if "Is the following statement true" in e.question:
-            # a claim is only ever checked against facts in the text, never against an image
+        if relation_claim.search(e.question):
+            # a claim relating two objects is only ever checked against a layout in the text,
+            # never against an image: that composition is the demo's task, left to SFT and GRPO
             assert e.task == "text_claim" and e.scene is None and e.question.startswith("Layout: ")
+        if e.scene is not None:
+            assert not relation_claim.search(e.question)
+
+
+def test_verify_rows_read_one_end_of_the_image_and_compare_colours():
+    examples = generate_examples(
+        400, CurriculumConfig(seed=2, weights={"verify": 1.0}), REASONING_INSTRUCTION
+    )
+    labels = Counter()
+    for e in examples:
+        assert e.scene is not None and e.instruction == REASONING_INSTRUCTION
+        colour, end = re.fullmatch(
+            r"Is the following statement true: The (\w+) object is (?:on|at) the (\w+)\.",
+            e.question,
+        ).groups()
+        by_x, by_y = layout_of((o.name, o.box) for o in e.scene.objects)
+        actual = at_end(end, by_x, by_y)
+        assert e.target == (
+            f"<think> {layout_text(by_x, by_y)} {end}: {actual}. subject: {colour}. </think> "
+            f"<answer> {colour == actual} </answer>"
+        )
+        labels[colour == actual] += 1
+    assert min(labels.values()) > 150
 
 
 def test_text_claims_are_decided_by_their_layout():

@@ -133,9 +133,9 @@ def run(args: argparse.Namespace) -> int:
         )
 
     table = results_table(rows, seconds)
-    plot_rewards(
-        {n: runs / n / "metrics.jsonl" for n in ("grpo", "sft+grpo")}, out / "reward_curve.png"
-    )
+    grpo_runs = {n: runs / n / "metrics.jsonl" for n in ("grpo", "sft+grpo") if n in wanted}
+    if grpo_runs:
+        plot_rewards(grpo_runs, out / "reward_curve.png")
     keys = (
         "accuracy",
         "accuracy_ci_95",

@@ -19,12 +19,17 @@ two are the same, a comparison of two tokens side by side).
 
 - image tasks (``layout``, ``which``): describe the layout of a scene, then answer a question about
   it (which colours there are, which object is on the left or at the top);
+- ``verify``: True/False about one object's place in an image ("The red object is on the left."),
+  with the same instruction as the demo's claims. Why: without it the model only ever answered
+  True/False for text, so on an image with the True/False instruction it answered a colour
+  (measured: 200 of 200 validation answers), and GRPO from the base model got no accuracy reward
+  at all; a real instruction-tuned VLM answers in the asked format;
 - ``text_claim``: check a spatial claim against a layout given *in the text*, with no image: the
   reasoning restates the layout, the answer follows from it.
 
-The demo's task (a claim about an image, no layout in the text) is never trained here: the model
-must compose "describe the image's layout" with "check the claim against a layout", which is what
-SFT and GRPO then teach. Scenes come from seeds disjoint from every split the demo and tests use,
+The demo's task (a claim relating two objects of an image, no layout in the text) is never trained
+here: the model must compose "describe the image's layout" with "check a relation claim against a
+layout", which is what SFT and GRPO then teach. Scenes come from seeds disjoint from every split the demo and tests use,
 and each scene's fingerprint (objects and boxes) is checked against the held-out splits.
 """
 
@@ -49,7 +54,7 @@ GENERAL_INSTRUCTION = (
     "First think about the question in <think> </think> tags, "
     "then give the final answer in <answer> </answer> tags."
 )
-TASKS = ("layout", "which", "text_claim")
+TASKS = ("layout", "which", "verify", "text_claim")
 # Pretraining seeds live far above the demo's and tests' dataset seeds (seed * 1000 + split index,
 # with user seeds well below this offset).
 SEED_OFFSET = 7_000_000
@@ -65,7 +70,7 @@ class CurriculumConfig:
 
     seed: int = 0
     weights: dict[str, float] = field(
-        default_factory=lambda: {"layout": 0.2, "which": 0.3, "text_claim": 0.5}
+        default_factory=lambda: {"layout": 0.15, "which": 0.2, "verify": 0.25, "text_claim": 0.4}
     )
     # two objects of different colours, as in the demo's scenes; both axes must order them clearly
     scene: SceneConfig = field(
@@ -188,13 +193,32 @@ def make_example(
         question, answer = "Describe the layout of the objects.", " and ".join(by_x)
     elif task == "which":
         end = rng.choice(list(ENDS))
-        side = "on the" if end in ("left", "right") else "at the"
-        question = f"Which colour is the object {side} {end}?"
+        question = f"Which colour is the object {side_of(end)}?"
         answer = at_end(end, by_x, by_y)
         layout = f"{layout} {end}: {answer}."
+    elif task == "verify":
+        return _verify(rng, scene, by_x, by_y, claim_instruction)
     else:
         raise ValueError(f"unknown task {task!r}")
     return Example(task, scene, question, GENERAL_INSTRUCTION, _target(layout, answer))
+
+
+def side_of(end: str) -> str:
+    return f"{'on the' if end in ('left', 'right') else 'at the'} {end}"
+
+
+def _verify(
+    rng: random.Random, scene: Scene, by_x: list[str], by_y: list[str], instruction: str
+) -> Example:
+    """Is the named colour at one end of the image? The reasoning reads the end's colour out of
+    the image and puts the claim's colour beside it, as the demo's reasoning does."""
+    end = rng.choice(list(ENDS))
+    actual = at_end(end, by_x, by_y)
+    colour = actual if rng.random() < 0.5 else rng.choice([c for c in by_x if c != actual])
+    question = f"Is the following statement true: The {colour} object is {side_of(end)}."
+    reasoning = f"{layout_text(by_x, by_y)} {end}: {actual}. subject: {colour}."
+    answer = "True" if colour == actual else "False"
+    return Example("verify", scene, question, instruction, _target(reasoning, answer))
 
 
 def _text_claim(rng: random.Random, instruction: str) -> Example:

@@ -37,8 +37,8 @@ class PretrainConfig:
     hidden: int = 128
     layers: int = 4
     vocab: int = 1024
-    examples: int = 96000
-    steps: int = 3000
+    examples: int = 80000
+    steps: int = 2500
     batch_size: int = 32
     learning_rate: float = 5e-4
     warmup_ratio: float = 0.05
@@ -349,10 +349,11 @@ def model_card(record: dict) -> str:
 A tiny {cfg.family} model (text hidden {cfg.hidden}, {cfg.layers} layers, vocabulary {cfg.vocab};
 random init from seed {cfg.seed}) pretrained on this repository's general-skills curriculum
 (`src/vqa_r1/data/curriculum.py`): describing the layout of synthetic scenes (objects left to
-right and top to bottom) and answering questions about it, and checking a spatial claim against a
-layout given in the text, with no image. It never saw the demo's task (a claim about an image with
-no layout in the text), nor a validation or test scene of any shipped recipe (checked by scene
-fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer.
+right and top to bottom) and answering questions about it, saying True or False to "the red object
+is on the left" about an image, and checking a spatial claim relating two objects against a layout
+given in the text, with no image. It never saw the demo's task (a claim relating two objects of an
+image, with no layout in the text), nor a validation or test scene of any shipped recipe (checked
+by scene fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer.
 
 ## Reproduce
 
