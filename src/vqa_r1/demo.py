@@ -164,11 +164,11 @@ def run(args: argparse.Namespace) -> int:
 def training_summary(run_dir: Path) -> str:
     """One line from a run's metrics.jsonl: steps, and the last logged loss or rewards."""
     records = _read_jsonl(run_dir / "metrics.jsonl")
+    steps = max((r["step"] for r in records if "step" in r), default=0)
     logged = [r for r in records if "loss" in r or "reward" in r]
-    if not logged:
-        return "no steps logged"
-    last = logged[-1]
-    parts = [f"{last['step']} steps"]
+    if not logged:  # a run shorter than logging_steps logs only its closing summary
+        return f"{steps} steps, nothing logged"
+    parts = [f"{steps} steps"]
     tail = logged[-max(1, len(logged) // 10) :]
     for key, label in (
         ("rewards/accuracy_reward/mean", "accuracy reward"),
