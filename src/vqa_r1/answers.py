@@ -112,8 +112,3 @@ def label_of(reference: object, rule: str = "robust") -> str:
 def is_correct(prediction: object, reference: object, rule: str = "robust") -> bool:
     answer = extract_answer(prediction, rule)
     return bool(answer) and answer == label_of(reference, rule)
-
-
-def as_bool(answer: str) -> bool | None:
-    """True/False for a normalised answer, None when it is neither."""
-    return {"true": True, "false": False}.get(answer)

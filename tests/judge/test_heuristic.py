@@ -29,9 +29,14 @@ def test_rules(reasoning, answer, aligns, kind):
     assert verdict["why"]
 
 
-def test_stance_never_raises_on_odd_text():
+def test_stance_on_odd_text_is_one_of_its_four_values():
+    claim = "the cup is left of the plate"
     for text in ["", "...", "\n\n", "{}" * 1000, "NOT NOT NOT", "ünïcödé ✓"]:
-        stance(text, "the cup is left of the plate")
+        assert stance(text, claim) in (True, False, None, "empty"), text
+    assert stance("", claim) == stance("\n\n", claim) == "empty"
+    assert stance("NOT NOT NOT", claim) is False  # a bare negation reads as "does not hold"
+    assert stance("The cup is right of the plate, so the statement is false.", claim) is False
+    assert stance("The cup is left of the plate, so the statement is true.", claim) is True
 
 
 @needs_study

@@ -20,12 +20,6 @@ def solution_text(label: int | bool) -> str:
     return f"<answer> {'True' if int(label) == 1 else 'False'} </answer>"
 
 
-def user_message(question: str, instruction: str = REASONING_INSTRUCTION) -> list[dict]:
-    """A conversational user turn: the image first, then the question and the instruction."""
-    text = f"{question} {instruction}".strip()
-    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-
-
 def grounded_rationale(row: dict) -> str:
     """A short reasoning derived from the scene's boxes, for SFT warm-starts on synthetic data.
 

@@ -74,8 +74,3 @@ class RunDir:
         from vqa_r1.io import atomic_write_text
 
         atomic_write_text(self.metrics, "".join(f"{line}\n" for line in kept))
-
-    def read_metrics(self) -> list[dict]:
-        if not self.metrics.exists():
-            return []
-        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]
