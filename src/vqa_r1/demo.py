@@ -42,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated rows to train and evaluate (default: all of {', '.join(ROWS)})",
     )
     parser.add_argument(
-        "--split", default="test", help="split the rows are evaluated on (tune on validation)"
+        "--split",
+        default="test",
+        choices=("train", "validation", "test"),
+        help="split the rows are evaluated on (default: test; tune on validation)",
     )
     add_set_argument(parser, "override applied to every stage, e.g. data.synthetic_train=500")
     parser.add_argument(

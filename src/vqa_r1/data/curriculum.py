@@ -29,8 +29,8 @@ two are the same, a comparison of two tokens side by side).
 
 The demo's task (a claim relating two objects of an image, no layout in the text) is never trained
 here: the model must compose "describe the image's layout" with "check a relation claim against a
-layout", which is what SFT and GRPO then teach. Scenes come from seeds disjoint from every split the demo and tests use,
-and each scene's fingerprint (objects and boxes) is checked against the held-out splits.
+layout", which is what SFT and GRPO then teach. Scenes come from seeds disjoint from every split
+the demo and tests use, and each scene's fingerprint (objects and boxes) is checked against the held-out splits.
 """
 
 from __future__ import annotations
