@@ -1,29 +1,50 @@
 import pytest
 
-from vqa_r1.config import list_recipes, load_config, parse_overrides
 from vqa_r1.errors import UserError
+from vqa_r1.models.registry import MODELS
+from vqa_r1.recipes import config_from_recipe, list_recipes, load_config, recipe_path
+from vqa_r1.typed_config import load_mapping, parse_overrides
 
 
 def test_study_grpo_recipe_for_3b():
     c = load_config("grpo", "qwen2.5-vl-3b")
-    assert c.recipe == "grpo_3b"
+    assert c.recipe == "qwen2_5_vl/3b_grpo"
     assert c.train.learning_rate == 1e-5 and c.train.num_generations == 4
-    assert c.train.per_device_batch_size == 4 and c.train.beta == 0.04 and c.train.epochs == 2
+    assert c.train.per_device_train_batch_size == 4 and c.train.beta == 0.04
+    assert c.train.num_train_epochs == 2
     assert (c.lora.r, c.lora.alpha, c.lora.dropout) == (16, 32, 0.05)
     assert c.data.num_samples == 1000 and c.data.subset_seed == 42
-    assert c.train.save_every == 0.05
+    assert c.train.save_steps == 0.05
     assert c.resources.gpus >= 1
 
 
-def test_every_recipe_loads():
+def test_every_model_has_its_own_recipe_for_every_verb():
+    """Recipes are keyed by model: no model falls back to another's limits."""
+    for name, spec in MODELS.items():
+        for verb in ("sft", "grpo", "evaluate"):
+            c = load_config(verb, name)
+            assert c.recipe == f"{spec.family}/{spec.size}_{verb}", (name, verb)
+            assert c.model.name == name and c.verb == verb
+            qwen_limits = c.model.min_pixels is not None and c.model.max_pixels is not None
+            # the pixel budget is a Qwen image-processor setting: only Qwen's GPU recipes carry it
+            assert qwen_limits == (spec.family == "qwen2_5_vl" and not spec.tiny), (name, verb)
+            assert (c.resources.gpus == 0) == spec.tiny, (name, verb)
+            if verb == "grpo":
+                assert c.train.num_generations >= 2 and "accuracy" in c.train.reward_funcs
+
+
+def test_every_recipe_file_loads_with_values_it_sets():
+    """Each file parses and every key it names reaches the config with the file's value."""
     for name in list_recipes():
-        verb = name.split("_", 1)[0]
-        if verb == "demo":
-            verb = name.split("_", 1)[1]
-        load_config(verb, "tiny-qwen2.5-vl", name)
+        raw = load_mapping(recipe_path(name))
+        config = config_from_recipe(name)
+        for section, values in raw.items():
+            for key, value in values.items():
+                got = getattr(getattr(config, section), key)
+                assert got == value, (name, section, key, got, value)
 
 
-def test_overrides_are_typed():
+def test_overrides_are_typed_by_their_field():
     c = load_config(
         "sft",
         "tiny-smolvlm",
@@ -32,11 +53,18 @@ def test_overrides_are_typed():
             "lora.r=4",
             "train.reward_funcs=accuracy",
             "data.num_samples=none",
+            "model.generation_cache=off",
+            "lora.enabled=off",
+            "data.instruction=yes",
         ],
     )
     assert c.train.learning_rate == 3e-4 and c.lora.r == 4
     assert c.train.reward_funcs == ["accuracy"] and c.data.num_samples is None
-    assert parse_overrides(["a.b=1", "a.c=x"]) == {"a": {"b": 1, "c": "x"}}
+    # YAML 1.1 would read these as booleans; here a str field keeps the text, a bool field parses it
+    assert c.model.generation_cache == "off" and c.lora.enabled is False
+    assert c.data.instruction == "yes"
+    # values stay raw text until a field types them
+    assert parse_overrides(["a.b=1", "a.c=x"]) == {"a": {"b": "1", "c": "x"}}
 
 
 @pytest.mark.parametrize(
@@ -44,7 +72,8 @@ def test_overrides_are_typed():
     [
         ("train.lr=1", "unknown key 'train.lr'"),
         ("train.learning_rate=fast", "expected float"),
-        ("lora.enabled=maybe", "expected true/false"),
+        ("lora.enabled=maybe", "lora.enabled: expected true or false"),
+        ("model.generation_cache=of", "model.generation_cache: expected one of auto, on, off"),
         ("train.reward_funcs=accuracy,speed", "reward_funcs"),
         ("nonsense", "key=value"),
         ("data.dataset=/does/not/exist", "data.dataset"),

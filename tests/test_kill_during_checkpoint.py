@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from vqa_r1.train.checkpoints import latest_checkpoint
+from vqa_r1.run_dir import latest_checkpoint
 
 DRIVER = textwrap.dedent(
     """
     import sys, time, torch
-    from vqa_r1.config import load_config
+    from vqa_r1.recipes import load_config
     from vqa_r1.logging_setup import setup_logging
     from vqa_r1.train import runner
 

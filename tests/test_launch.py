@@ -188,7 +188,8 @@ def test_zero2_multi_gpu_and_bad_deepspeed_name():
 def test_torch_distributed_environment_from_slurm(monkeypatch):
     import os
 
-    from vqa_r1.launch.distributed import deepspeed_config, export_torch_distributed
+    from vqa_r1.launch.distributed import export_torch_distributed
+    from vqa_r1.recipes import deepspeed_config
 
     for key in (
         "RANK",

@@ -5,7 +5,6 @@ import time
 import pytest
 import torch
 
-from vqa_r1.config import load_config
 from vqa_r1.data.prompts import problem_text
 from vqa_r1.data.synthetic import SceneConfig, draw, generate_scenes
 from vqa_r1.errors import UserError
@@ -13,6 +12,7 @@ from vqa_r1.models.adapters import lora_target_names
 from vqa_r1.models.generation import GenerationSettings, Generator
 from vqa_r1.models.loading import load_model, resolve_model_path
 from vqa_r1.models.registry import get_spec
+from vqa_r1.recipes import load_config
 
 TINY = ["tiny-qwen2.5-vl", "tiny-internvl", "tiny-smolvlm"]
 

@@ -104,12 +104,12 @@ def test_image_tasks_describe_the_scene_layout():
 
 def test_the_layout_decides_every_demo_claim():
     """The layout of a demo scene (the SFT rationale) determines the claim's label."""
-    from vqa_r1.config import config_from_recipe
     from vqa_r1.data.datasets import synthetic_spec
     from vqa_r1.data.prompts import scene_rationale
     from vqa_r1.data.synthetic import generate_scenes
+    from vqa_r1.recipes import config_from_recipe
 
-    spec = synthetic_spec(config_from_recipe("sft_tiny-pretrained").data)
+    spec = synthetic_spec(config_from_recipe("qwen2_5_vl/tiny-pretrained_sft").data)
     for scene in generate_scenes(400, 2, spec.scene):
         by_x, by_y = layout_of((o.name, o.box) for o in scene.objects)
         assert len(set(by_x)) == 2  # one object per colour: a colour names an object
@@ -121,9 +121,10 @@ def test_the_layout_decides_every_demo_claim():
 
 def test_pretraining_data_holds_no_validation_or_test_scene():
     from vqa_r1.data.datasets import heldout_fingerprints
+    from vqa_r1.recipes import all_data_configs
     from vqa_r1.train.pretrain import PretrainConfig, curriculum_config
 
-    held = heldout_fingerprints()
+    held = heldout_fingerprints(all_data_configs())
     assert len(held) >= 600  # at least one recipe's 200 validation + 400 test scenes
     cfg = PretrainConfig()  # the shipped models' settings
     examples = generate_examples(cfg.examples, curriculum_config(cfg), REASONING_INSTRUCTION, held)
@@ -145,12 +146,12 @@ def test_pretraining_data_holds_no_validation_or_test_scene():
 @pytest.mark.slow
 def test_heldout_fingerprints_are_those_of_the_written_demo_dataset():
     """The regenerated fingerprints match the scenes actually written for the demo's splits."""
-    from vqa_r1.config import config_from_recipe
     from vqa_r1.data.curriculum import rows_fingerprints
     from vqa_r1.data.datasets import dataset_dir, heldout_fingerprints, load_split
+    from vqa_r1.recipes import all_data_configs, config_from_recipe
 
-    folder = dataset_dir(config_from_recipe("sft_tiny-pretrained").data)
-    held = heldout_fingerprints()
+    folder = dataset_dir(config_from_recipe("qwen2_5_vl/tiny-pretrained_sft").data)
+    held = heldout_fingerprints(all_data_configs())
     for split in ("validation", "test"):
         rows = load_split(folder, split, check_images=False).to_list()
         assert rows_fingerprints(rows) <= held

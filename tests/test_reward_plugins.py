@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from vqa_r1.config import load_config
 from vqa_r1.errors import UserError
+from vqa_r1.recipes import load_config
 from vqa_r1.rewards import get_rewards
 
 

@@ -191,33 +191,28 @@ def test_step_prefixed_overrides_apply_to_one_step():
         split_overrides(["sfx:train.seed=1"], ["sft"])
 
 
-def plan_args(tmp_path: Path, steps: str, *extra: str):
-    from vqa_r1.launch.cli import build_parser
+def plan(tmp_path: Path, steps: str, *overrides: str):
+    """The plan the launcher makes for `pipeline --model tiny-qwen2.5-vl --steps STEPS --set ...`."""
+    from vqa_r1.launch.pipeline import plan_pipeline
 
-    return build_parser().parse_args(
-        ["pipeline", *TINY, "--steps", steps, "--output-dir", str(tmp_path / "p"), *extra]
-    )
+    return plan_pipeline("tiny-qwen2.5-vl", steps, list(overrides), str(tmp_path / "p"))
 
 
 def test_pipeline_plan_wires_merge_into_grpo_and_evaluate(tmp_path):
-    from vqa_r1.launch.pipeline import plan_pipeline
-
-    plan = plan_pipeline(plan_args(tmp_path, "sft,merge,grpo,evaluate", "--set", "train.seed=7"))
-    sft, merge, grpo, evaluate = plan.steps
+    planned = plan(tmp_path, "sft,merge,grpo,evaluate", "train.seed=7")
+    sft, merge, grpo, evaluate = planned.steps
     root = tmp_path / "p"
-    assert [s.after for s in plan.steps] == [None, "sft", "merge", "grpo"]
+    assert [s.after for s in planned.steps] == [None, "sft", "merge", "grpo"]
     assert merge.adapter == str(root / "sft") and merge.config.verb == "merge"
     assert grpo.config.model.path == str(root / "merge" / "merged")
     assert grpo.config.init_adapter is None  # a fresh LoRA on the merged model
     assert evaluate.config.model.path == str(root / "merge" / "merged")
     assert evaluate.adapter == str(root / "grpo")
-    assert all(s.config.train.seed == 7 for s in plan.steps)
+    assert all(s.config.train.seed == 7 for s in planned.steps)
 
 
 def test_pipeline_without_merge_continues_the_sft_adapter(tmp_path):
-    from vqa_r1.launch.pipeline import plan_pipeline
-
-    sft, grpo, evaluate = plan_pipeline(plan_args(tmp_path, "sft,grpo,evaluate")).steps
+    sft, grpo, evaluate = plan(tmp_path, "sft,grpo,evaluate").steps
     assert grpo.config.init_adapter == str(tmp_path / "p" / "sft" / "final")
     assert grpo.config.model.path is None and evaluate.adapter == str(tmp_path / "p" / "grpo")
 

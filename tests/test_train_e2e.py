@@ -7,9 +7,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from vqa_r1.config import load_config
+from vqa_r1.recipes import load_config
+from vqa_r1.run_dir import COMPLETE_MARKER, latest_checkpoint
 from vqa_r1.train import runner
-from vqa_r1.train.checkpoints import COMPLETE_MARKER, latest_checkpoint
 
 
 class Crash(RuntimeError):

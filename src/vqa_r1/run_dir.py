@@ -1,5 +1,8 @@
 """The run directory: everything a run leaves behind, in one place that a requeued job reopens.
 
+Also how to find what a run left: its latest complete checkpoint and its adapter. Training writes
+checkpoints atomically (train/trainer_hooks.py); readers here skip any without the marker.
+
 RUN_DIR/config.yaml          resolved configuration (what was submitted)
 RUN_DIR/checkpoints/         checkpoint-N/ with adapter, optimizer, scheduler, RNG, trainer state
 RUN_DIR/metrics.jsonl        one line per logging step (trimmed to the checkpoint on resume)
@@ -11,12 +14,62 @@ RUN_DIR/status.json          state, steps, requeues, timings
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.io import atomic_write_json
+from vqa_r1.errors import UserError
+from vqa_r1.io import atomic_write_json, atomic_write_text
+
+log = logging.getLogger(__name__)
+COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
+_CKPT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_step(path: Path) -> int | None:
+    match = _CKPT.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def is_complete(path: Path) -> bool:
+    return (path / COMPLETE_MARKER).exists() and (path / "trainer_state.json").exists()
+
+
+def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint; incomplete newer ones are reported and skipped."""
+    root = Path(checkpoint_dir)
+    if not root.exists():
+        return None
+    found = sorted(
+        (p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None),
+        key=lambda p: checkpoint_step(p),
+        reverse=True,
+    )
+    for path in found:
+        if is_complete(path):
+            return path
+        log.warning("skipping incomplete checkpoint %s (no %s marker)", path, COMPLETE_MARKER)
+    return None
+
+
+def resolve_adapter(path: str | Path | None) -> Path | None:
+    """An adapter folder, or a run directory (its final/ adapter, else its latest checkpoint)."""
+    if not path:
+        return None
+    path = Path(path)
+    if (path / "adapter_config.json").exists():
+        return path
+    if (path / "final" / "adapter_config.json").exists():
+        return path / "final"
+    latest = latest_checkpoint(path / "checkpoints")
+    if latest is not None:
+        return latest
+    raise UserError(
+        f"{path}: no LoRA adapter (adapter_config.json), final/ or complete checkpoint here"
+    )
 
 
 @dataclass
@@ -71,6 +124,5 @@ class RunDir:
             for line in self.metrics.read_text().splitlines()
             if line.strip() and json.loads(line).get("step", 0) <= max_step
         ]
-        from vqa_r1.io import atomic_write_text
 
         atomic_write_text(self.metrics, "".join(f"{line}\n" for line in kept))

@@ -136,10 +136,10 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return coerce(value, inner[0], where)
     if origin is Literal:
-        text = value if isinstance(value, str) else str(value).lower()
+        text = str(value) if isinstance(value, str) else str(value).lower()
         if text not in args:
             raise UserError(f"{where}: expected one of {', '.join(map(str, args))}, got {value!r}")
-        return text
+        return text  # a plain str, also for a command-line _Raw
     if origin in (list, tuple):
         if isinstance(value, _Raw):
             text = value.strip()
@@ -226,7 +226,7 @@ def build(cls_or_obj: Any, data: dict, where: str = "") -> Any:
         if meta.get("parse") is not None:
             try:
                 value = meta["parse"](value)
-            except (TypeError, ValueError) as err:
+            except (TypeError, ValueError, UserError) as err:
                 raise UserError(f"{path}: {err}") from None
         value = coerce(value, annotation, path)
         minimum = meta.get("minimum")

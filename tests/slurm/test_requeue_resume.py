@@ -127,10 +127,10 @@ def copy_repository(target: Path, marker: Path) -> Path:
 
 def prebuild_model(run_dir: Path) -> None:
     """Build the tiny model once, so two jobs and the reference do not all build it at once."""
-    from vqa_r1.config import load_config
     from vqa_r1.models.loading import resolve_model_path
     from vqa_r1.models.registry import get_spec
     from vqa_r1.models.tiny import TinySize
+    from vqa_r1.recipes import load_config
 
     mc = load_config("grpo", "tiny-qwen2.5-vl").model
     size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)

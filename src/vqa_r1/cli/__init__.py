@@ -1,8 +1,9 @@
 """`vqa-r1 <verb>`: one program behind the console script, `python -m vqa_r1` and the launcher.
 
-Each verb lives in the module that owns it; that module exposes ``add_arguments(parser)`` and
-``run(args) -> int``. This file only wires them up, importing lazily so that `vqa-r1 --help` and
-`vqa-r1 score` stay fast (no torch import).
+The top layer of the package: each verb is a module of this package exposing
+``add_arguments(parser, verb)`` and ``run(args) -> int``; it parses arguments and calls the library.
+Only the chosen verb's module is imported, so `vqa-r1 --help` and `vqa-r1 score` stay fast (torch,
+transformers and TRL are imported inside the functions that need them).
 """
 
 from __future__ import annotations
@@ -11,45 +12,52 @@ import argparse
 import importlib
 import sys
 
+from vqa_r1.errors import UserError
+
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
-    "models": ("vqa_r1.models.cli", "list the registered models"),
-    "data": ("vqa_r1.data.cli", "generate the synthetic dataset or inspect a dataset"),
+    "models": ("vqa_r1.cli.models", "list the registered models"),
+    "data": ("vqa_r1.cli.data", "generate the synthetic dataset or inspect a dataset"),
+    "config": ("vqa_r1.cli.config", "every configuration key with its type, default and meaning"),
     "pretrain": (
-        "vqa_r1.train.cli_pretrain",
+        "vqa_r1.cli.pretrain",
         "pretrain a tiny model of one family on the general-skills curriculum",
     ),
-    "sft": ("vqa_r1.train.cli_sft", "supervised fine-tuning with LoRA (TRL SFTTrainer)"),
-    "grpo": ("vqa_r1.train.cli_grpo", "GRPO with LoRA (TRL GRPOTrainer)"),
-    "evaluate": ("vqa_r1.eval.cli", "batched evaluation of a model or checkpoint"),
-    "score": ("vqa_r1.eval.score_cli", "score a generated_responses.json without a model"),
-    "demo": ("vqa_r1.demo", "the embedded end-to-end demo on CPU (data, SFT, GRPO, evaluation)"),
-    "judge": ("vqa_r1.judge.cli", "LLM-as-judge alignment checks and statistics"),
+    "sft": ("vqa_r1.cli.train", "supervised fine-tuning with LoRA (TRL SFTTrainer)"),
+    "grpo": ("vqa_r1.cli.train", "GRPO with LoRA (TRL GRPOTrainer)"),
+    "evaluate": ("vqa_r1.cli.evaluate", "batched evaluation of a model or checkpoint"),
+    "score": ("vqa_r1.cli.score", "score a generated_responses.json without a model"),
+    "demo": (
+        "vqa_r1.cli.demo",
+        "the embedded end-to-end demo on CPU (data, SFT, GRPO, evaluation)",
+    ),
+    "judge": ("vqa_r1.cli.judge", "LLM-as-judge alignment checks and statistics"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vqa-r1", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    wanted = sys.argv[1] if len(sys.argv) > 1 else None
+    wanted = argv[0] if argv else None
     for verb, (module_name, help_text) in VERBS.items():
-        p = sub.add_parser(verb, help=help_text, description=help_text)
+        p = sub.add_parser(
+            verb,
+            help=help_text,
+            description=help_text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         # Only the chosen verb's module is imported: the others get a bare parser for `--help`.
         if verb == wanted:
             module = importlib.import_module(module_name)
-            module.add_arguments(p)
+            module.add_arguments(p, verb)
             p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is not None:
-        sys.argv = [sys.argv[0], *argv]
-    parser = build_parser()
-    args = parser.parse_args()
-    from vqa_r1.errors import UserError
-
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except UserError as err:

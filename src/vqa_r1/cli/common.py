@@ -4,13 +4,81 @@ from __future__ import annotations
 
 import argparse
 
+from vqa_r1.config import RunConfig
+from vqa_r1.launch.plan import RunSpec
+from vqa_r1.typed_config import help_text
+
 
 def add_set_argument(
     parser: argparse.ArgumentParser,
-    help: str = "override a recipe key, e.g. --set train.learning_rate=1e-4 (repeatable)",
+    help: str = "override a recipe key, e.g. --set train.learning_rate=1e-4 (repeatable; "
+    "`vqa-r1 config` lists the keys)",
     metavar: str = "KEY=VALUE",
 ) -> None:
-    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``; parsed by config.parse_overrides."""
+    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``; typed by the key's field."""
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar=metavar, help=help
+    )
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """The options of a run (sft, grpo, evaluate), locally and through the launcher alike."""
+    parser.add_argument(
+        "--model", default="tiny-qwen2.5-vl", help="registered model name (`vqa-r1 models`)"
+    )
+    parser.add_argument(
+        "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
+    )
+    parser.add_argument(
+        "--recipe",
+        default=None,
+        help=f"recipe name or YAML path (default: <family>/<size>_{verb} in src/vqa_r1/recipes)",
+    )
+    add_set_argument(parser)
+    parser.add_argument(
+        "--output-dir", default=None, help="run directory (default: runs/<verb>-<model>-<time>)"
+    )
+    if verb == "grpo":
+        parser.add_argument(
+            "--init-adapter",
+            default=None,
+            help="continue from this LoRA adapter (e.g. an SFT run's final/)",
+        )
+    if verb == "evaluate":
+        parser.add_argument(
+            "--adapter", default=None, help="LoRA adapter or run directory to evaluate"
+        )
+        for flag, key in _EVAL_SHORTCUTS:
+            parser.add_argument(flag, default=None, help=f"shortcut for --set {key}=VALUE")
+    parser.epilog = "configuration keys (--set KEY=VALUE):\n" + help_text(RunConfig)
+
+
+# evaluate's flags that are shortcuts for --set: parsed and checked by the key's field
+_EVAL_SHORTCUTS = (
+    ("--split", "eval.split"),
+    ("--batch-size", "eval.batch_size"),
+    ("--limit", "eval.limit"),
+    ("--answer-rule", "eval.answer_rule"),
+    ("--generation-cache", "model.generation_cache"),
+)
+
+
+def run_spec(args: argparse.Namespace, verb: str) -> RunSpec:
+    """The RunSpec of parsed run arguments: shortcut flags become overrides."""
+    overrides = list(args.overrides)
+    if args.dataset:
+        overrides.append(f"data.dataset={args.dataset}")
+    if verb == "evaluate":
+        for flag, key in _EVAL_SHORTCUTS:
+            value = getattr(args, flag[2:].replace("-", "_"), None)
+            if value is not None:
+                overrides.append(f"{key}={value}")
+    return RunSpec(
+        verb=verb,
+        model=args.model,
+        recipe=args.recipe,
+        overrides=overrides,
+        output_dir=args.output_dir,
+        adapter=getattr(args, "adapter", None),
+        init_adapter=getattr(args, "init_adapter", None),
     )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from vqa_r1.data.datasets import load_split
+from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec, write_dataset
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     sub = parser.add_subparsers(dest="data_cmd", required=True)
     gen = sub.add_parser("generate", help="write synthetic spatial scenes (VSR schema) to a folder")
     gen.add_argument("--out", required=True, help="output folder")
@@ -29,11 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from vqa_r1.data.datasets import load_split
-
     if args.data_cmd == "generate":
-        from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec, write_dataset
-
         spec = SyntheticSpec(
             splits={"train": args.train, "validation": args.validation, "test": args.test},
             seed=args.seed,

@@ -14,13 +14,19 @@ import json
 import time
 from pathlib import Path
 
-from vqa_r1.cli_args import add_set_argument
+from vqa_r1.cli.common import add_set_argument
+from vqa_r1.data.datasets import dataset_dir
+from vqa_r1.errors import UserError
+from vqa_r1.eval.evaluate import evaluate
+from vqa_r1.logging_setup import setup_logging
+from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p
+from vqa_r1.recipes import load_config
 
 MODEL = "tiny-qwen2.5-vl-pretrained"
 ROWS = ("base", "sft", "grpo", "sft+grpo")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     parser.add_argument(
         "--model", default=MODEL, help=f"registered model to start from (default: {MODEL})"
     )
@@ -59,22 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from vqa_r1.config import load_config
-    from vqa_r1.data.datasets import dataset_dir
-    from vqa_r1.eval.evaluate import evaluate
-    from vqa_r1.logging_setup import setup_logging
+    from vqa_r1.train.progress import quiet_libraries
     from vqa_r1.train.runner import train
 
     wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = [r for r in wanted if r not in ROWS]
     if unknown or not wanted:
-        from vqa_r1.errors import UserError
-
         raise UserError(f"--rows: unknown {unknown}; choose from {', '.join(ROWS)}")
     setup_logging()
     if not args.verbose:
-        from vqa_r1.train.progress import quiet_libraries
-
         quiet_libraries()
     out = Path(args.out).resolve()
     runs = out / "runs"
@@ -186,7 +185,6 @@ def training_summary(run_dir: Path) -> str:
 
 def comparisons(rows: dict[str, dict]) -> dict:
     """One-sided two-proportion z-tests of each trained row against base and against chance."""
-    from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p
 
     out = {}
     base = rows.get("base")

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from vqa_r1.train.cli import add_run_arguments, config_from_args
+from vqa_r1.cli.common import add_run_arguments, run_spec
+from vqa_r1.eval.evaluate import evaluate
+from vqa_r1.launch.plan import resolve_run
+from vqa_r1.logging_setup import setup_logging
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "evaluate") -> None:
     add_run_arguments(parser, "evaluate")
 
 
 def run(args: argparse.Namespace) -> int:
-    from vqa_r1.eval.evaluate import evaluate
-    from vqa_r1.logging_setup import setup_logging
 
     setup_logging()
-    config, out_dir = config_from_args(args, "evaluate")
+    config, out_dir = resolve_run(run_spec(args, "evaluate"))
     scores = evaluate(config, out_dir, adapter=args.adapter)
     lo, hi = scores["accuracy_ci_95"]
     print(

@@ -7,7 +7,7 @@ import argparse
 from vqa_r1.models.registry import MODELS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from vqa_r1.cli_args import add_set_argument
+from vqa_r1.cli.common import add_set_argument
+from vqa_r1.logging_setup import setup_logging
+from vqa_r1.models.registry import FAMILIES
+from vqa_r1.train.pretrain import PretrainConfig, config_from_overrides, pretrain
+from vqa_r1.typed_config import help_text
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from vqa_r1.models.registry import FAMILIES
-
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "pretrain") -> None:
     parser.add_argument(
         "--family", required=True, choices=list(FAMILIES), help="model family to pretrain"
     )
@@ -18,9 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="model folder to write (weights, processor, card); resumes if it holds a partial run",
     )
-    add_set_argument(
-        parser, "override a PretrainConfig field, e.g. --set steps=3000 (see train/pretrain.py)"
-    )
+    add_set_argument(parser, "override a pretraining key, e.g. --set steps=3000 (keys below)")
+    parser.epilog = "pretraining keys (--set KEY=VALUE):\n" + help_text(PretrainConfig)
     parser.add_argument(
         "--stop-after",
         type=int,
@@ -32,9 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vqa_r1.logging_setup import setup_logging
-    from vqa_r1.train.pretrain import config_from_overrides, pretrain
-
     setup_logging()
     cfg = config_from_overrides(args.family, args.overrides)
     record = pretrain(cfg, args.out, stop_after=args.stop_after)

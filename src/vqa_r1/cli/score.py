@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from vqa_r1.eval.scoring import read_responses, rule_differences, score_responses
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="generated_responses.json file(s)")
     parser.add_argument(
         "--answer-rule",
@@ -23,7 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vqa_r1.eval.scoring import read_responses, rule_differences, score_responses
 
     results = {}
     for path in args.files:

@@ -47,6 +47,7 @@ from vqa_r1.data.synthetic import (
     Scene,
     SceneConfig,
     SceneObject,
+    _place_objects,
     draw,
 )
 
@@ -163,7 +164,6 @@ def claim_reasoning(relation: str, subj: str, by_x: list[str], by_y: list[str]) 
 
 def _scene(rng: random.Random, cfg: CurriculumConfig) -> Scene:
     """A scene whose objects are clearly ordered on both axes (so its layout is unambiguous)."""
-    from vqa_r1.data.synthetic import _place_objects
 
     gap = cfg.min_gap * cfg.scene.image_size
     while True:

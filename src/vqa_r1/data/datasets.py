@@ -11,10 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.data.curriculum import scene_fingerprint
+from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
+from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec, generate_scenes, write_dataset
 from vqa_r1.errors import UserError
+from vqa_r1.paths import cache_root
 
 log = logging.getLogger(__name__)
 VSR_COLUMNS = ("image_path", "caption", "label", "relation", "subj", "obj")
@@ -22,7 +27,6 @@ VSR_COLUMNS = ("image_path", "caption", "label", "relation", "subj", "obj")
 
 def synthetic_spec(data_cfg: Any) -> Any:
     """The generator settings a DataConfig describes."""
-    from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec
 
     return SyntheticSpec(
         splits={
@@ -47,9 +51,6 @@ def synthetic_dataset_dir(data_cfg: Any) -> Path:
     """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes."""
     from dataclasses import asdict
 
-    from vqa_r1.data.synthetic import write_dataset
-    from vqa_r1.models.tiny import cache_root
-
     spec = synthetic_spec(data_cfg)
     key = json.dumps([spec.splits, spec.seed, asdict(spec.scene), 2])
     target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
@@ -59,21 +60,17 @@ def synthetic_dataset_dir(data_cfg: Any) -> Path:
     return target
 
 
-def heldout_fingerprints() -> set[str]:
-    """Fingerprints of every validation and test scene of the shipped recipes' synthetic data.
+def heldout_fingerprints(data_configs: Iterable[Any]) -> set[str]:
+    """Fingerprints of every validation and test scene of these (the shipped recipes') data.
 
     Pretraining draws its scenes from other seeds and also drops any scene found here, so no
     held-out scene is ever trained on (data/curriculum.py; asserted in tests/test_pretrain.py).
     Scenes are regenerated from their seeds (no images drawn): about 0.1 s per recipe.
     """
-    from vqa_r1.config import config_from_recipe, list_recipes
-    from vqa_r1.data.curriculum import scene_fingerprint
-    from vqa_r1.data.synthetic import generate_scenes
 
     found: set[str] = set()
     seen: set[str] = set()
-    for recipe in list_recipes():
-        data = config_from_recipe(recipe).data
+    for data in data_configs:
         if data.dataset != "synthetic":
             continue
         spec = synthetic_spec(data)
@@ -164,7 +161,6 @@ def trainer_rows(
     rationale: str = "claim",
 ) -> Any:
     """Rows for TRL: conversational ``prompt`` plus ``completion`` (SFT) or ``solution`` (GRPO)."""
-    from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 
     has_scene = "subj" in ds.column_names and "relation" in ds.column_names
     if rationale == "scene" and "boxes" not in ds.column_names:
@@ -183,5 +179,6 @@ def trainer_rows(
 
     keep = {"image_path", "caption", "label", "relation"}
     drop = [c for c in ds.column_names if c not in keep and c != "image"]
-    # in memory: concurrent jobs on one shared dataset must not race on its on-disk map cache
+    # in memory: concurrent jobs (sweep elements) on one shared dataset folder must not race on an
+    # on-disk map cache beside it; the trainers' own maps of an in-memory dataset stay in memory too
     return with_images(ds.map(convert, remove_columns=drop, keep_in_memory=True))

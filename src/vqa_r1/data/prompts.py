@@ -6,6 +6,9 @@ The problem and solution strings follow the published study ("Is the following s
 
 from __future__ import annotations
 
+from vqa_r1.data.curriculum import claim_reasoning, layout_of
+from vqa_r1.data.synthetic import RELATIONS
+
 REASONING_INSTRUCTION = (
     "First think about the question in <think> </think> tags, "
     "then give the final answer, True or False, in <answer> </answer> tags."
@@ -26,7 +29,6 @@ def grounded_rationale(row: dict) -> str:
     It states the relation that actually holds between the two named objects, so the answer follows
     from the reasoning: a model trained on it learns aligned reasoning, which the judge can check.
     """
-    from vqa_r1.data.synthetic import RELATIONS
 
     relation = row["relation"]
     actual = relation if int(row["label"]) == 1 else RELATIONS[relation][0]
@@ -42,7 +44,6 @@ def scene_rationale(row: dict) -> str:
     format the pretrained tiny models learned (data/curriculum.py), and what "reason before
     answering" means.
     """
-    from vqa_r1.data.curriculum import claim_reasoning, layout_of
 
     layout = layout_of(zip(row["objects"], row["boxes"], strict=True))
     return claim_reasoning(row["relation"], row["subj"], *layout)

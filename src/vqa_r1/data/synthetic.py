@@ -17,6 +17,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from vqa_r1.io import atomic_dir
+
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (220, 30, 30),
     "green": (30, 170, 60),
@@ -202,8 +204,6 @@ def write_dataset(out_dir: str | Path, spec: SyntheticSpec | None = None) -> Pat
     leaves a half-written dataset that a later run would trust.
     """
     from datasets import Dataset, DatasetDict
-
-    from vqa_r1.io import atomic_dir
 
     spec = spec or SyntheticSpec()
     out_dir = Path(out_dir)

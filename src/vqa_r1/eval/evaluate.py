@@ -14,30 +14,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.answers import extract_answer
 from vqa_r1.config import RunConfig, save_config
+from vqa_r1.data.datasets import dataset_dir, load_split
+from vqa_r1.data.prompts import problem_text
+from vqa_r1.eval.scoring import score_responses
 from vqa_r1.io import atomic_write_json, atomic_write_text
+from vqa_r1.models.generation import GenerationSettings, Generator
+from vqa_r1.models.loading import load_model
+from vqa_r1.run_dir import resolve_adapter
 
 log = logging.getLogger(__name__)
-
-
-def resolve_adapter(path: str | Path | None) -> Path | None:
-    """An adapter folder, or a run directory (its final/ adapter, else its latest checkpoint)."""
-    if not path:
-        return None
-    from vqa_r1.errors import UserError
-    from vqa_r1.train.checkpoints import latest_checkpoint
-
-    path = Path(path)
-    if (path / "adapter_config.json").exists():
-        return path
-    if (path / "final" / "adapter_config.json").exists():
-        return path / "final"
-    latest = latest_checkpoint(path / "checkpoints")
-    if latest is not None:
-        return latest
-    raise UserError(
-        f"{path}: no LoRA adapter (adapter_config.json), final/ or complete checkpoint here"
-    )
 
 
 def evaluate(
@@ -48,12 +35,6 @@ def evaluate(
     progress: bool = True,
 ) -> dict:
     import torch
-
-    from vqa_r1.data.datasets import dataset_dir, load_split
-    from vqa_r1.data.prompts import problem_text
-    from vqa_r1.eval.scoring import score_responses
-    from vqa_r1.models.generation import GenerationSettings, Generator
-    from vqa_r1.models.loading import load_model
 
     if config.train.num_threads:
         torch.set_num_threads(config.train.num_threads)
@@ -104,7 +85,6 @@ def evaluate(
         split=ec.split,
     )
     atomic_write_json(out / "generated_responses.json", records)
-    from vqa_r1.answers import extract_answer
 
     lines = [
         json.dumps(

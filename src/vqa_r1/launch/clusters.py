@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vqa_r1.errors import UserError
+from vqa_r1.typed_config import build, load_mapping, option
 
 CLUSTERS_DIR_ENV = "VQA_R1_CLUSTERS_DIR"
 _UNLIMITED = {"unlimited", "infinite"}
@@ -28,28 +27,52 @@ _UNLIMITED = {"unlimited", "infinite"}
 class ClusterProfile:
     """One cluster's submission conventions; every field maps to an sbatch option or job setup."""
 
-    name: str
-    description: str = ""
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    # GPUs are requested as `--gres=gpu:TYPE:N` when a type is set (clusters that mix GPU models
-    # need it), otherwise as `--gpus-per-node=N`.
-    gpu_type: str | None = None
-    gpus_per_node: int = 0
-    cpus_per_gpu: int = 4
-    mem_per_gpu_gb: float | None = None
-    # For jobs without GPUs (merge, evaluation on CPU, the local test cluster).
-    cpus_per_task: int = 1
-    mem_gb: float | None = None
-    # The partition's time limit in minutes; None when it has none. Longer runs requeue themselves.
-    max_time_min: int | None = None
-    # SLURM sends the warning signal this many seconds before the limit; the job must checkpoint
-    # and requeue within it.
-    signal_delay_s: int = 120
-    setup: tuple[str, ...] = ()
-    sbatch_extra: dict[str, str] = field(default_factory=dict)
-    source: Path | None = None
+    name: str = option(help="the profile's name; must equal its file name", parse=lambda r: _str(r))
+    description: str = option(
+        "", help="one line shown in listings", parse=lambda r: "" if r is None else str(r).strip()
+    )
+    partition: str | None = option(None, help="sbatch --partition", parse=lambda r: _optional_str(r))
+    account: str | None = option(None, help="sbatch --account", parse=lambda r: _optional_str(r))
+    qos: str | None = option(None, help="sbatch --qos", parse=lambda r: _optional_str(r))
+    gpu_type: str | None = option(
+        None,
+        help="GPUs are asked as --gres=gpu:TYPE:N when set (clusters that mix GPU models need "
+        "it), else as --gpus-per-node=N",
+        parse=lambda r: _optional_str(r),
+    )
+    gpus_per_node: int = option(0, help="default GPUs per node", parse=lambda r: _count(0)(r))
+    cpus_per_gpu: int = option(4, help="CPUs per GPU", parse=lambda r: _count(1)(r))
+    mem_per_gpu_gb: float | None = option(
+        None, help="memory per GPU in GB", parse=lambda r: _optional_gb(r)
+    )
+    cpus_per_task: int = option(
+        1, help="CPUs of a job without GPUs (merge, CPU evaluation, the local cluster)",
+        parse=lambda r: _count(1)(r),
+    )
+    mem_gb: float | None = option(
+        None, help="memory of a job without GPUs, GB", parse=lambda r: _optional_gb(r)
+    )
+    max_time: int | None = option(
+        None,
+        help="the partition's time limit (SLURM time or UNLIMITED), kept in minutes; longer runs "
+        "requeue themselves",
+        parse=lambda r: _max_time(r),
+    )
+    signal_delay_s: int = option(
+        120,
+        help="SLURM warns this many seconds before the limit; the job checkpoints and requeues "
+        "within it",
+        parse=lambda r: _count(1)(r),
+    )
+    setup: tuple[str, ...] = option(
+        (), help="shell lines run before the job (modules, environments)", parse=lambda r: _setup(r)
+    )
+    sbatch_extra: dict[str, str] = option(
+        default_factory=dict,
+        help="sbatch options submitit has no name for, e.g. {constraint: a100_80gb}",
+        parse=lambda r: _sbatch_extra(r),
+    )
+    source: Path | None = field(default=None, init=False, compare=False)
 
 
 # ------------------------------------------------------------------------------------ time
@@ -128,15 +151,17 @@ def list_clusters(directory: Path | None = None) -> list[str]:
 def load_cluster(name_or_path: str | Path) -> ClusterProfile:
     """A profile by name (from the profile directory) or by path to a YAML file."""
     path = _resolve(name_or_path)
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ProfileLoader)
-    except yaml.YAMLError as error:
-        raise UserError(f"{path}: not valid YAML: {error}") from error
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-    return _build(path, data)
+    data = dict(load_mapping(path, "cluster profile"))
+    data.setdefault("name", path.stem)
+    profile = build(ClusterProfile, data, f"{path}:")
+    if profile.name != path.stem:
+        raise UserError(
+            f"{path}: name: {profile.name!r} differs from the file name {path.stem!r}; "
+            "they must match so that --cluster finds the profile"
+        )
+    object.__setattr__(profile, "source", path)
+    _check_signal_fits(path, profile)
+    return profile
 
 
 def _resolve(name_or_path: str | Path) -> Path:
@@ -160,58 +185,14 @@ def _resolve(name_or_path: str | Path) -> Path:
     return path
 
 
-class _ProfileLoader(yaml.SafeLoader):
-    """SafeLoader without YAML 1.1 base-60 numbers.
-
-    Plain PyYAML reads an unquoted `max_time: 12:00:00` as the integer 43200, which would then
-    mean 43200 minutes (30 days). Here it stays the string SLURM means.
-    """
-
-
-_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
-_ProfileLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_ProfileLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
-_ProfileLoader.add_implicit_resolver(
-    _FLOAT, re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)$"), list("-+.0123456789")
-)
-
-
 # ------------------------------------------------------------------------------------ fields
 
 
-def _build(path: Path, data: dict[str, Any]) -> ClusterProfile:
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise UserError(
-            f"{path}: unknown field(s) {', '.join(map(repr, unknown))}; "
-            f"known fields: {', '.join(_FIELDS)}"
-        )
-    values: dict[str, Any] = {}
-    for key, raw in data.items():
-        target, convert = _FIELDS[key]
-        try:
-            values[target] = convert(raw)
-        except (UserError, TypeError, ValueError) as error:
-            raise UserError(f"{path}: field '{key}': {error}") from None
-    name = values.pop("name", None) or path.stem
-    if name != path.stem:
-        raise UserError(
-            f"{path}: field 'name': {name!r} differs from the file name {path.stem!r}; "
-            "they must match so that --cluster finds the profile"
-        )
-    profile = ClusterProfile(name=name, source=path, **values)
-    _check_signal_fits(path, profile)
-    return profile
-
-
 def _check_signal_fits(path: Path, profile: ClusterProfile) -> None:
-    if profile.max_time_min is not None and profile.signal_delay_s >= profile.max_time_min * 60:
+    if profile.max_time is not None and profile.signal_delay_s >= profile.max_time * 60:
         raise UserError(
-            f"{path}: field 'signal_delay_s': {profile.signal_delay_s} s is not shorter than "
-            f"max_time ({format_slurm_time(profile.max_time_min)}); the job would be warned "
+            f"{path}: signal_delay_s: {profile.signal_delay_s} s is not shorter than "
+            f"max_time ({format_slurm_time(profile.max_time)}); the job would be warned "
             "before it starts"
         )
 
@@ -280,25 +261,6 @@ def _sbatch_extra(raw: Any) -> dict[str, str]:
     return extra
 
 
-_FIELDS: dict[str, tuple[str, Any]] = {
-    "name": ("name", _str),
-    "description": ("description", lambda raw: "" if raw is None else str(raw).strip()),
-    "partition": ("partition", _optional_str),
-    "account": ("account", _optional_str),
-    "qos": ("qos", _optional_str),
-    "gpu_type": ("gpu_type", _optional_str),
-    "gpus_per_node": ("gpus_per_node", _count(0)),
-    "cpus_per_gpu": ("cpus_per_gpu", _count(1)),
-    "mem_per_gpu_gb": ("mem_per_gpu_gb", _optional_gb),
-    "cpus_per_task": ("cpus_per_task", _count(1)),
-    "mem_gb": ("mem_gb", _optional_gb),
-    "max_time": ("max_time_min", _max_time),
-    "signal_delay_s": ("signal_delay_s", _count(1)),
-    "setup": ("setup", _setup),
-    "sbatch_extra": ("sbatch_extra", _sbatch_extra),
-}
-
-
 # ------------------------------------------------------------------------------------ submitit
 
 
@@ -352,16 +314,16 @@ def _require(condition: bool, message: str) -> None:
 
 def _job_minutes(profile: ClusterProfile, time_minutes: int | None) -> int:
     if time_minutes is None:
-        if profile.max_time_min is None:
+        if profile.max_time is None:
             raise UserError(
                 f"cluster {profile.name!r} has no max_time; give the job a time limit (--time)"
             )
-        return profile.max_time_min
+        return profile.max_time
     _require(time_minutes >= 1, f"time must be at least 1 minute, got {time_minutes}")
-    if profile.max_time_min is not None and time_minutes > profile.max_time_min:
+    if profile.max_time is not None and time_minutes > profile.max_time:
         raise UserError(
             f"time {format_slurm_time(time_minutes)} exceeds the limit of cluster "
-            f"{profile.name!r} ({format_slurm_time(profile.max_time_min)}); ask for at most the "
+            f"{profile.name!r} ({format_slurm_time(profile.max_time)}); ask for at most the "
             "limit, the job requeues itself to run longer"
         )
     _require(

@@ -15,30 +15,40 @@ adapter (`init_adapter`). `evaluate` scores the last trained adapter on the last
 
 from __future__ import annotations
 
-import argparse
-import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.cli_args import add_set_argument
+from vqa_r1.clock import now_iso
+from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
+from vqa_r1.io import atomic_write_json
+from vqa_r1.launch.monitor import record_job
+from vqa_r1.launch.plan import (
+    MERGE_TIME,
+    JobOptions,
+    LocalItem,
+    default_dir,
+    request_for_config,
+    run_locally,
+)
+from vqa_r1.launch.submit import LaunchRequest, dry_run_text, pick_executor, submit
+from vqa_r1.recipes import load_config
+from vqa_r1.train.merge import merged_dir
 
 STEPS = ("sft", "merge", "grpo", "evaluate")
 DEFAULT_STEPS = "sft,merge,grpo,evaluate"
 PIPELINE_FILE = "pipeline.json"
-MERGE_TIME = "01:00:00"
 
 
 @dataclass
 class Step:
     name: str  # also the verb and the run directory's name
     run_dir: Path
-    config: Any  # RunConfig
+    config: RunConfig
     adapter: str | None = None  # merge/evaluate: the adapter (or run directory) to use
     after: str | None = None  # the step this one waits for
-    request: Any = None  # LaunchRequest
+    request: LaunchRequest | None = None
     job_id: str | None = None
     state: str | None = None  # local runs: COMPLETED / FAILED / NOT RUN
 
@@ -92,39 +102,27 @@ def split_overrides(items: list[str], steps: list[str]) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------- planning
 
 
-def default_root(args: argparse.Namespace) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(args.output_dir or f"runs/pipeline-{args.model}-{stamp}").resolve()
-
-
-def step_config(name: str, args: argparse.Namespace, overrides: list[str], run_dir: Path) -> Any:
-    from vqa_r1.config import load_config
-
-    verb = "sft" if name == "merge" else name  # merge loads the SFT base model's settings
-    overrides = list(overrides)
-    if getattr(args, "dataset", None):
-        overrides.append(f"data.dataset={args.dataset}")
-    config = load_config(verb, args.model, None, overrides)
-    config.verb = name
+def step_config(name: str, model: str, overrides: list[str], run_dir: Path) -> RunConfig:
+    config = load_config(name, model, None, overrides)  # merge: the SFT recipe's model settings
     config.output_dir = str(run_dir)
     if name == "merge":
         config.resources.time = MERGE_TIME
     return config
 
 
-def plan_pipeline(args: argparse.Namespace) -> PipelinePlan:
+def plan_pipeline(
+    model: str, steps: str, overrides: list[str], output_dir: str | None
+) -> PipelinePlan:
     """Resolve every step's config; wire each to the outputs of the steps before it."""
-    from vqa_r1.train.merge import merged_dir
-
-    names = parse_steps(args.steps)
-    overrides = split_overrides(args.overrides, names)
-    plan = PipelinePlan(default_root(args), args.model)
+    names = parse_steps(steps)
+    per_step = split_overrides(overrides, names)
+    plan = PipelinePlan(default_dir(f"pipeline-{model}", output_dir), model)
     base_path: str | None = None  # a merged model, once merge ran
     adapter_from: Path | None = None  # the run whose adapter applies on base_path
     previous: str | None = None
     for name in names:
         run_dir = plan.root / name
-        config = step_config(name, args, overrides[name], run_dir)
+        config = step_config(name, model, per_step[name], run_dir)
         step = Step(name, run_dir, config, after=previous)
         if base_path:
             config.model.path = base_path  # produced by the merge step: not checked here
@@ -144,21 +142,16 @@ def plan_pipeline(args: argparse.Namespace) -> PipelinePlan:
     return plan
 
 
-def attach_requests(plan: PipelinePlan, args: argparse.Namespace) -> None:
+def attach_requests(plan: PipelinePlan, job: JobOptions) -> None:
     """Job requests per step (writes the configs unless dry-run), chained by `afterok`."""
-    from vqa_r1.launch.cli import request_for_config
-
     if (plan.root / "config.yaml").exists():
         raise UserError(f"{plan.root} is a run directory; give the pipeline its own --output-dir")
     for step in plan.steps:
-        step_args = argparse.Namespace(**vars(args))
-        if step.name == "merge" and args.time is None:
-            step_args.time = MERGE_TIME
-        request, _, _ = request_for_config(
-            step_args, step.name, step.config, step.run_dir, step.adapter
+        step_job = replace(job, time=job.time or MERGE_TIME) if step.name == "merge" else job
+        step.request = request_for_config(
+            step_job, step.name, step.config, step.run_dir, step.adapter
         )
-        request.job_name = f"vqa-r1-{step.name}-{plan.model}"
-        step.request = request
+        step.request.job_name = f"vqa-r1-{step.name}-{plan.model}"
 
 
 def dependency_params(previous_job_id: str) -> dict[str, Any]:
@@ -186,8 +179,6 @@ def describe(plan: PipelinePlan) -> list[str]:
 
 
 def dry_run(plan: PipelinePlan) -> str:
-    from vqa_r1.launch.submit import dry_run_text
-
     chunks = ["\n".join(describe(plan))]
     for step in plan.steps:
         if step.after:
@@ -200,8 +191,6 @@ def dry_run(plan: PipelinePlan) -> str:
 
 
 def write_pipeline_file(plan: PipelinePlan, kind: str, command: str) -> None:
-    from vqa_r1.io import atomic_write_json
-
     steps = [
         {
             "name": s.name,
@@ -219,7 +208,7 @@ def write_pipeline_file(plan: PipelinePlan, kind: str, command: str) -> None:
         "model": plan.model,
         "executor": kind,
         "command": command,
-        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "submitted": now_iso(),
         "steps": steps,
     }
     atomic_write_json(plan.root / PIPELINE_FILE, data)
@@ -227,9 +216,6 @@ def write_pipeline_file(plan: PipelinePlan, kind: str, command: str) -> None:
 
 def submit_chain(plan: PipelinePlan, command: str) -> None:
     """One job per step; each after the previous (afterok, killed when that fails)."""
-    from vqa_r1.launch.monitor import record_job
-    from vqa_r1.launch.submit import submit
-
     previous: str | None = None
     for step in plan.steps:
         if previous is not None:
@@ -240,82 +226,44 @@ def submit_chain(plan: PipelinePlan, command: str) -> None:
         write_pipeline_file(plan, "slurm", command)
 
 
-def run_locally(plan: PipelinePlan, command: str) -> int:
+def run_chain_locally(plan: PipelinePlan, command: str) -> int:
     """No SLURM: run the steps in order here; stop at the first failure and say so."""
-    from vqa_r1.launch.cli import summarise
-    from vqa_r1.launch.monitor import log_path, record_job
-    from vqa_r1.launch.submit import submit, wait_local
+    items = [LocalItem(s.name, s.request, s.run_dir) for s in plan.steps]
 
-    for step in plan.steps:
-        step.state = "NOT RUN"
-    write_pipeline_file(plan, "local", command)
-    for index, step in enumerate(plan.steps):
-        job = submit(step.request, step.run_dir / "jobs")
-        step.job_id, step.state = str(job.job_id), "RUNNING"
-        record = record_job(step.run_dir, step.job_id, "local", step.run_dir / "jobs", command)
+    def sync() -> None:
+        for step, item in zip(plan.steps, items, strict=True):
+            step.job_id, step.state = item.job_id, item.state
         write_pipeline_file(plan, "local", command)
-        print(f"[{index + 1}/{len(plan.steps)}] {step.name}: local job {job.job_id}", flush=True)
-        try:
-            result = wait_local(job)
-        except Exception as err:
-            step.state = "FAILED"
-            write_pipeline_file(plan, "local", command)
-            later = ", ".join(s.name for s in plan.steps[index + 1 :]) or "none"
-            reason = failure_reason(err)
-            print(
-                f"pipeline stopped: step {step.name} failed ({reason}); "
-                f"not run: {later}; log: {log_path(record, stderr=True)}"
-            )
-            return 1
-        step.state = "COMPLETED"
-        write_pipeline_file(plan, "local", command)
-        print(f"  {step.name} finished: {summarise(result)}", flush=True)
+
+    failed = run_locally(items, command, stop_on_failure=True, on_change=sync)
+    if failed:
+        later = ", ".join(i.name for i in items if i.state == "NOT RUN") or "none"
+        print(f"pipeline stopped: step {failed[0]} failed; not run: {later}")
+        return 1
     print(f"pipeline completed; folder {plan.root}")
     return 0
 
 
-def failure_reason(err: BaseException) -> str:
-    """The exception line of a failed local job (submitit wraps the job's whole traceback)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    raised = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", line)]
-    return (raised or lines or [repr(err)])[-1]
-
-
-def run_pipeline(args: argparse.Namespace, command: str) -> int:
-    from vqa_r1.launch.submit import pick_executor
-
-    plan = plan_pipeline(args)
-    attach_requests(plan, args)
-    if args.dry_run:
+def run_pipeline(
+    model: str,
+    steps: str,
+    overrides: list[str],
+    output_dir: str | None,
+    job: JobOptions,
+    command: str,
+) -> int:
+    plan = plan_pipeline(model, steps, overrides, output_dir)
+    attach_requests(plan, job)
+    if job.dry_run:
         print(dry_run(plan), end="")
         return 0
-    kind = pick_executor(args.executor)
+    kind = pick_executor(job.executor)
     plan.root.mkdir(parents=True, exist_ok=True)
     if kind == "local":
-        return run_locally(plan, command)
+        return run_chain_locally(plan, command)
     submit_chain(plan, command)
     print(f"submitted pipeline {' -> '.join(s.name for s in plan.steps)}; folder {plan.root}")
     for step in plan.steps:
         after = f" (after {step.after})" if step.after else ""
         print(f"  {step.name:<9} job {step.job_id}{after}  {step.run_dir}")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="registered model name (`vqa-r1 models`)")
-    parser.add_argument(
-        "--steps",
-        default=DEFAULT_STEPS,
-        help=f"comma-separated subset of {', '.join(STEPS)}, in that order (default: all)",
-    )
-    parser.add_argument(
-        "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
-    )
-    add_set_argument(
-        parser,
-        "override a recipe key for every step, or for one step with STEP: (repeatable)",
-        "[STEP:]KEY=VALUE",
-    )
-    parser.add_argument(
-        "--output-dir", default=None, help="pipeline folder (default: runs/pipeline-<model>-<time>)"
-    )

@@ -10,7 +10,7 @@ inside the handler could write a state that never existed. Instead:
   stops training, and the task hands over to submitit's handler, which requeues;
 * otherwise (or when a watchdog sees the window running out) submitit's handler runs at once and
   the job restarts from its latest periodic checkpoint. A save cut short by the kill leaves only a
-  staging folder, which resume ignores (see train/checkpoints.py).
+  staging folder, which resume ignores (see train/trainer_hooks.py).
 
 The window is the time actually left before the limit, asked from SLURM when the signal comes.
 ``--signal=USR2@N`` only promises "at least N seconds": slurmctld checks limits periodically (every
@@ -38,7 +38,12 @@ SAFETY_S = 5.0  # seconds kept free for submitit to requeue and exit
 
 
 class RequeueController(TrainerCallback):
-    """Installed in a SLURM job; also a Trainer callback that acts at step boundaries."""
+    """Installed in a SLURM job; also a Trainer callback that acts at step boundaries.
+
+    The launch layer hands it to training as one of its callbacks (train/runner.py knows nothing
+    of SLURM): it measures step and save times, and after the warning signal it asks the Trainer
+    to save and stop at a step boundary. The task then sees an unfinished run and requeues.
+    """
 
     def __init__(self, signal_delay_s: float, requeue: Callable[[], None] | None = None):
         self.signal_delay_s = signal_delay_s
@@ -145,11 +150,13 @@ class RequeueController(TrainerCallback):
             log.info("stopping at step %d: checkpoint, then requeue", state.global_step)
             control.should_save = True
             control.should_training_stop = True
+        if control.should_save:  # periodic or ours: time it, so the first warning knows what fits
             self._save_started = time.monotonic()
 
     def on_save(self, args, state, control, **kwargs):
         if self._save_started is not None:
-            self.save_seconds = time.monotonic() - self._save_started
+            took = time.monotonic() - self._save_started
+            self.save_seconds = max(self.save_seconds or 0.0, took)
             self._save_started = None
 
 
@@ -184,18 +191,3 @@ def install_graceful_requeue(signal_delay_s: float | None) -> RequeueController 
     _CONTROLLER = RequeueController(signal_delay_s)
     _CONTROLLER.install()
     return _CONTROLLER
-
-
-def time_save(trainer: Any, controller: RequeueController | None) -> None:
-    """Measure how long a periodic save takes, so the first warning knows what fits."""
-    if controller is None:
-        return
-    original = trainer._save_checkpoint
-
-    def timed(*args, **kwargs):
-        start = time.monotonic()
-        out = original(*args, **kwargs)
-        controller.save_seconds = max(controller.save_seconds or 0.0, time.monotonic() - start)
-        return out
-
-    trainer._save_checkpoint = timed

@@ -9,17 +9,28 @@ is validated on the login node like a single job before the array is submitted.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import itertools
-import shutil
-import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.clock import now_iso
+from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
+from vqa_r1.io import atomic_write_json
+from vqa_r1.launch.monitor import record_job
+from vqa_r1.launch.plan import JobOptions, LocalItem, RunSpec, default_dir, run_locally, run_request
+from vqa_r1.launch.sbatch_preview import render
+from vqa_r1.launch.submit import (
+    LaunchRequest,
+    dry_run_text,
+    make_executor,
+    pick_executor,
+    slurm_parameters,
+    snapshot_code,
+    snapshot_setup,
+)
 
 SWEEP_FILE = "sweep.json"
 
@@ -28,9 +39,9 @@ SWEEP_FILE = "sweep.json"
 class SweepElement:
     name: str  # also the run directory's name
     overrides: list[str]  # the element's `--set` items
-    request: Any = None  # LaunchRequest
+    request: LaunchRequest | None = None
     run_dir: Path | None = None
-    config: Any = None  # RunConfig
+    config: RunConfig | None = None
 
 
 @dataclass
@@ -92,30 +103,25 @@ def check_conflicts(keys: dict[str, list[str]], overrides: list[str]) -> None:
 # ------------------------------------------------------------------------------- planning
 
 
-def default_root(args: argparse.Namespace) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(args.output_dir or f"runs/{args.verb}-{args.model}-sweep-{stamp}").resolve()
-
-
-def plan_sweep(args: argparse.Namespace) -> SweepPlan:
+def plan_sweep(
+    spec: RunSpec, job: JobOptions, sweeps: list[str], parallel: int | None = None
+) -> SweepPlan:
     """Resolve and validate every element (writes their config.yaml unless this is a dry run)."""
-    from vqa_r1.launch.cli import request_from_args
-
-    keys = parse_sweeps(args.sweep)
-    check_conflicts(keys, args.overrides)
-    root = default_root(args)
+    keys = parse_sweeps(sweeps)
+    check_conflicts(keys, spec.overrides)
+    root = default_dir(f"{spec.verb}-{spec.model}-sweep", spec.output_dir)
     if (root / "config.yaml").exists():
         raise UserError(f"{root} is a run directory; give a sweep its own --output-dir")
-    plan = SweepPlan(args.verb, root, keys, parallelism=args.parallel)
+    plan = SweepPlan(spec.verb, root, keys, parallelism=parallel)
     if plan.parallelism is not None and plan.parallelism < 1:
         raise UserError("--parallel must be at least 1")
     for point in expand(keys):
         name = element_name(point)
         overrides = [f"{k}={v}" for k, v in point.items()]
-        element_args = copy.copy(args)
-        element_args.overrides = list(args.overrides) + overrides
-        element_args.output_dir = str(root / name)
-        request, run_dir, config = request_from_args(element_args)
+        element = replace(
+            spec, overrides=[*spec.overrides, *overrides], output_dir=str(root / name)
+        )
+        request, run_dir, config = run_request(element, job)
         plan.elements.append(SweepElement(name, overrides, request, run_dir, config))
     check_shared_request(plan)
     return plan
@@ -185,27 +191,17 @@ def array_request(plan: SweepPlan) -> Any:
 
 def array_script_text(plan: SweepPlan) -> str:
     """The sbatch script submitit would submit for the array, built without submitting."""
-    from vqa_r1.launch.submit import make_executor, slurm_parameters, snapshot_setup
 
     request = array_request(plan)
     if request.snapshot:
         request.setup = snapshot_setup(plan.root / "code" / "SUBMISSION_TIME") + request.setup
     params = slurm_parameters(request)
     params["slurm_array_parallelism"] = plan.parallelism or len(plan.elements)
-    folder = Path(tempfile.mkdtemp(prefix="vqa-r1-dryrun-"))
-    try:
-        inner = make_executor("slurm", folder, params)._executor
-        inner.parameters["map_count"] = len(plan.elements)
-        text = inner._make_submission_file_text(inner._submitit_command_str, "DRYRUN")
-        text = text.replace(str(folder), str(plan.root / "jobs"))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    return text
+    executor = make_executor("slurm", plan.root / "jobs", params)
+    return render(executor, array_size=len(plan.elements))
 
 
 def dry_run(plan: SweepPlan) -> str:
-    from vqa_r1.launch.submit import dry_run_text, pick_executor
-
     if (
         plan.elements[0].request.executor != "auto"
         and pick_executor(plan.elements[0].request.executor) == "local"
@@ -220,12 +216,6 @@ def dry_run(plan: SweepPlan) -> str:
 
 def submit_array(plan: SweepPlan) -> list[Any]:
     """Submit all elements as one array (submitit's `executor.batch()`); one job per element."""
-    from vqa_r1.launch.submit import (
-        make_executor,
-        slurm_parameters,
-        snapshot_code,
-        snapshot_setup,
-    )
 
     request = array_request(plan)
     if request.snapshot:  # one copy of the code for the whole array: one job script
@@ -233,8 +223,8 @@ def submit_array(plan: SweepPlan) -> list[Any]:
     params = slurm_parameters(request)
     params["slurm_array_parallelism"] = plan.parallelism or len(plan.elements)
     for element in plan.elements:
-        element.request.task.extra["max_requeues"] = element.request.max_requeues
-        element.request.task.extra["signal_delay_s"] = params.get("slurm_signal_delay_s")
+        element.request.task.max_requeues = element.request.max_requeues
+        element.request.task.signal_delay_s = params.get("slurm_signal_delay_s")
     log_dir = plan.root / "jobs"
     log_dir.mkdir(parents=True, exist_ok=True)
     executor = make_executor("slurm", log_dir, params)
@@ -245,8 +235,6 @@ def submit_array(plan: SweepPlan) -> list[Any]:
 
 def write_sweep_file(plan: SweepPlan, kind: str, job_ids: list[str | None]) -> None:
     """sweep.json: what `status`/`logs`/`cancel` read to find the elements of a sweep folder."""
-    from vqa_r1.io import atomic_write_json
-
     elements = [
         {"name": e.name, "run_dir": str(e.run_dir), "set": e.overrides, "job_id": job_id}
         for e, job_id in zip(plan.elements, job_ids, strict=True)
@@ -258,59 +246,47 @@ def write_sweep_file(plan: SweepPlan, kind: str, job_ids: list[str | None]) -> N
         "executor": kind,
         "array_job_id": first.split("_")[0] if first and kind == "slurm" else None,
         "parallelism": plan.parallelism,
-        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "submitted": now_iso(),
         "elements": elements,
     }
     atomic_write_json(plan.root / SWEEP_FILE, data)
 
 
-def run_sweep(args: argparse.Namespace, command: str) -> int:
+def run_sweep(
+    spec: RunSpec, job: JobOptions, sweeps: list[str], parallel: int | None, command: str
+) -> int:
     """The launcher's `--sweep` path: plan, then dry-run, submit an array, or run locally."""
-    from vqa_r1.launch.monitor import record_job
-    from vqa_r1.launch.submit import pick_executor
-
-    plan = plan_sweep(args)
-    if args.dry_run:
+    plan = plan_sweep(spec, job, sweeps, parallel)
+    if job.dry_run:
         print(dry_run(plan), end="")
         return 0
-    kind = pick_executor(args.executor)
+    kind = pick_executor(job.executor)
     plan.root.mkdir(parents=True, exist_ok=True)
     if kind == "local":
-        return run_locally(plan, command)
+        return run_sweep_locally(plan, command)
     jobs = submit_array(plan)
-    for index, (element, job) in enumerate(zip(plan.elements, jobs, strict=True)):
-        record_job(element.run_dir, str(job.job_id), kind, plan.root / "jobs", command, index)
-    write_sweep_file(plan, kind, [str(job.job_id) for job in jobs])
+    for index, (element, job_) in enumerate(zip(plan.elements, jobs, strict=True)):
+        record_job(element.run_dir, str(job_.job_id), kind, plan.root / "jobs", command, index)
+    write_sweep_file(plan, kind, [str(j.job_id) for j in jobs])
     array_id = str(jobs[0].job_id).split("_")[0]
     print(
         f"submitted {plan.verb} sweep as SLURM job array {array_id} "
         f"({len(jobs)} elements, {array_spec(len(jobs), plan.parallelism)}); folder {plan.root}"
     )
-    for element, job in zip(plan.elements, jobs, strict=True):
-        print(f"  {job.job_id}  {element.run_dir}")
+    for element, job_ in zip(plan.elements, jobs, strict=True):
+        print(f"  {job_.job_id}  {element.run_dir}")
     return 0
 
 
-def run_locally(plan: SweepPlan, command: str) -> int:
+def run_sweep_locally(plan: SweepPlan, command: str) -> int:
     """No SLURM: the elements run one after another; a failed element does not stop the rest."""
-    from vqa_r1.launch.cli import summarise
-    from vqa_r1.launch.monitor import record_job
-    from vqa_r1.launch.pipeline import failure_reason
-    from vqa_r1.launch.submit import submit, wait_local
-
-    failed: list[str] = []
-    job_ids: list[str | None] = [None] * len(plan.elements)
-    for index, element in enumerate(plan.elements):
-        job = submit(element.request, element.run_dir / "jobs")
-        job_ids[index] = str(job.job_id)
-        record_job(element.run_dir, str(job.job_id), "local", element.run_dir / "jobs", command)
-        write_sweep_file(plan, "local", job_ids)
-        print(f"[{index + 1}/{len(plan.elements)}] {element.name}: local job {job.job_id}")
-        try:
-            print(f"  finished: {summarise(wait_local(job))}")
-        except Exception as err:  # the job's own traceback is in its log
-            failed.append(element.name)
-            print(f"  FAILED: {failure_reason(err)}")
+    items = [LocalItem(e.name, e.request, e.run_dir) for e in plan.elements]
+    failed = run_locally(
+        items,
+        command,
+        stop_on_failure=False,
+        on_change=lambda: write_sweep_file(plan, "local", [i.job_id for i in items]),
+    )
     if failed:
         print(f"sweep: {len(failed)} of {len(plan.elements)} failed: {', '.join(failed)}")
         return 1

@@ -1,62 +1,56 @@
-"""The job as submitit runs it: a picklable callable with a ``checkpoint()`` method.
+"""The jobs as submitit runs them: one picklable callable per verb, each with ``checkpoint()``.
 
-Everything the job needs is in the run directory written on the login node (the resolved config),
-so the pickled task holds only paths and names: no secrets, no model objects. Calling the task
-again after a requeue resumes from the run directory's latest complete checkpoint.
+Everything a job needs is in its run directory, written on the login node (the resolved config),
+so a pickled task holds only paths, names and small typed configs: no secrets, no model objects.
+Calling a task again after a requeue resumes from its run directory's latest complete checkpoint.
+Training code knows nothing of SLURM: TrainTask hands the requeue controller to the trainer as a
+callback, and requeues when training stopped early at the controller's request.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import submitit
+
+from vqa_r1.config import read_config
+from vqa_r1.eval.evaluate import evaluate
+from vqa_r1.judge.job import run_job
+from vqa_r1.launch.distributed import export_torch_distributed
+from vqa_r1.logging_setup import setup_logging
+from vqa_r1.run_dir import RunDir
+from vqa_r1.train.merge import merge_adapter
+from vqa_r1.train.pretrain import pretrain
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Task:
-    verb: str  # sft | grpo | evaluate | judge | merge | pretrain
+    """A job of one run directory; subclasses say what it does in ``run``."""
+
     run_dir: str
-    adapter: str | None = None  # evaluate/merge: adapter or run directory to evaluate/merge
-    extra: dict = field(default_factory=dict)
+    max_requeues: int | None = None  # set by the submitter; None: no limit
+    signal_delay_s: float | None = None  # the cluster's warning time; None: no graceful requeue
+
+    verb = "task"
 
     def __call__(self) -> dict:
-        from vqa_r1.logging_setup import setup_logging
-
         setup_logging()
-        from vqa_r1.launch.distributed import export_torch_distributed
-
         export_torch_distributed()
-        run_dir = Path(self.run_dir)
-        log.info("task %s in %s (restart count %s)", self.verb, run_dir, _restart_count())
-        if self.verb == "judge":
-            from vqa_r1.judge.job import run_job
+        log.info("task %s in %s (restart count %s)", self.verb, self.run_dir, restart_count())
+        return self.run()
 
-            return {"exit_code": run_job(self.extra["config"])}
-        if self.verb == "pretrain":  # resumes from run_dir/work/checkpoints after a requeue
-            from vqa_r1.train.pretrain import PretrainConfig, pretrain
+    def run(self) -> dict:
+        raise NotImplementedError
 
-            return pretrain(
-                PretrainConfig(**self.extra["config"]), run_dir, self.extra.get("stop_after")
-            )
-        from vqa_r1.config import read_config
-
-        config = read_config(run_dir / "config.yaml")
-        _private_map_cache()  # issue 3 (sweeps, chains): concurrent jobs share dataset folders
-        if self.verb == "evaluate":
-            from vqa_r1.eval.evaluate import evaluate
-
-            return evaluate(config, run_dir, adapter=self.adapter, progress=False)
-        if self.verb == "merge":  # merge verb (pipeline sft -> merge -> grpo; train/merge.py)
-            from vqa_r1.train.merge import merge_adapter
-
-            return merge_adapter(config, self.adapter, run_dir)
-        from vqa_r1.launch.requeue import install_graceful_requeue
-        from vqa_r1.train.runner import train
-
-        controller = install_graceful_requeue(self.extra.get("signal_delay_s"))
-        return train(config, run_dir, requeue=controller)
+    def config(self) -> Any:
+        return read_config(Path(self.run_dir) / "config.yaml")
 
     def checkpoint(self, *args, **kwargs):
         """Requeue the same task: it resumes from the latest complete checkpoint of its run dir.
@@ -64,45 +58,102 @@ class Task:
         Returns None (no requeue; submitit marks the job failed) once ``max_requeues`` is reached,
         and says so in the run's status.json and log.
         """
-        import submitit
-
-        restarts = _restart_count()
-        limit = self.extra.get("max_requeues")
-        if limit is not None and restarts >= limit:
-            message = f"not requeueing: the maximum of {limit} requeues was reached"
+        restarts = restart_count()
+        if self.max_requeues is not None and restarts >= self.max_requeues:
+            message = f"not requeueing: the maximum of {self.max_requeues} requeues was reached"
             log.error(message)
-            _mark(self.run_dir, state="MAX_REQUEUES_REACHED", requeues=restarts, message=message)
+            mark(self.run_dir, state="MAX_REQUEUES_REACHED", requeues=restarts, message=message)
             return None
         log.info("requeueing %s for %s (requeue %d)", self.verb, self.run_dir, restarts + 1)
-        _mark(self.run_dir, state="REQUEUED", requeues=restarts + 1)
-        return submitit.helpers.DelayedSubmission(
-            Task(self.verb, self.run_dir, self.adapter, self.extra)
-        )
+        mark(self.run_dir, state="REQUEUED", requeues=restarts + 1)
+        return submitit.helpers.DelayedSubmission(dataclasses.replace(self))
 
 
-def _mark(run_dir: str, **fields) -> None:
-    from vqa_r1.train.run_dir import RunDir
+@dataclass
+class TrainTask(Task):
+    """SFT or GRPO (the verb is in the config)."""
 
+    verb = "train"
+
+    def run(self) -> dict:
+        from vqa_r1.launch.requeue import install_graceful_requeue  # transformers: job side only
+        from vqa_r1.train.runner import train
+
+        controller = install_graceful_requeue(self.signal_delay_s)
+        status = train(self.config(), self.run_dir, callbacks=[controller] if controller else [])
+        if controller is None:
+            return status
+        if status["state"] == "STOPPED" and controller.requested:
+            mark(self.run_dir, state="REQUEUED", global_step=status.get("global_step"))
+            controller.requeue_now(
+                f"checkpoint-{status.get('global_step')} saved at the step boundary"
+            )
+        controller.finish()
+        return status
+
+
+@dataclass
+class EvaluateTask(Task):
+    adapter: str | None = None  # adapter folder or run directory to evaluate
+
+    verb = "evaluate"
+
+    def run(self) -> dict:
+
+        return evaluate(self.config(), self.run_dir, adapter=self.adapter, progress=False)
+
+
+@dataclass
+class MergeTask(Task):
+    adapter: str | None = None  # the SFT adapter (or its run directory) to fold into the base
+
+    verb = "merge"
+
+    def run(self) -> dict:
+
+        return merge_adapter(self.config(), self.adapter, self.run_dir)
+
+
+@dataclass
+class PretrainTask(Task):
+    config_: Any = None  # PretrainConfig; resumes from run_dir/work/checkpoints after a requeue
+    stop_after: int | None = None
+
+    verb = "pretrain"
+
+    def run(self) -> dict:
+
+        return pretrain(self.config_, Path(self.run_dir), self.stop_after)
+
+
+@dataclass
+class JudgeTask(Task):
+    config_: Any = None  # JudgeJobConfig (no secrets: the key is read from the environment)
+
+    verb = "judge"
+
+    def run(self) -> dict:
+
+        return {"exit_code": run_job(self.config_)}
+
+
+def task_for(verb: str, run_dir: str | Path, adapter: str | None = None) -> Task:
+    """The task of a run verb whose config is already in ``run_dir``."""
+    if verb in ("sft", "grpo"):
+        return TrainTask(str(run_dir))
+    if verb == "evaluate":
+        return EvaluateTask(str(run_dir), adapter=adapter)
+    if verb == "merge":
+        return MergeTask(str(run_dir), adapter=adapter)
+    raise ValueError(f"no run task for verb {verb!r}")
+
+
+def mark(run_dir: str, **fields) -> None:
     try:
         RunDir(Path(run_dir)).update_status(**fields)
     except OSError as err:  # status is informative; never block a requeue on it
         log.warning("could not update status.json: %s", err)
 
 
-def _private_map_cache() -> None:
-    """Keep `datasets.map` caches out of the shared dataset folder (issue 3, sweeps).
-
-    Sweep elements start at the same moment on the same dataset; `map` caches its result next to
-    the dataset under a name derived from the inputs, so two jobs write and rename the same file
-    and one fails (seen on the local SLURM). A per-process temporary cache avoids the race; the
-    rows are cheap to rebuild.
-    """
-    import datasets
-
-    datasets.disable_caching()
-
-
-def _restart_count() -> int:
-    import os
-
+def restart_count() -> int:
     return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)

@@ -16,6 +16,7 @@ from typing import Any
 from vqa_r1.errors import UserError
 from vqa_r1.models.adapters import FamilyAdapter, get_adapter
 from vqa_r1.models.registry import FAMILIES, ModelSpec, get_spec
+from vqa_r1.models.tiny import TinySize, tiny_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,6 @@ def resolve_model_path(
     if spec.pretrained:
         return shipped_model_dir(spec.name)
     if spec.tiny:
-        from vqa_r1.models.tiny import tiny_model_dir
-
         return tiny_model_dir(spec.family, tiny_seed, tiny_size)
     cached = cached_hub_path(spec.hub_id)
     if cached is not None:
@@ -113,7 +112,6 @@ def load_model(
     config: Any, adapter_path: str | Path | None = None, trainable: bool = False
 ) -> LoadedModel:
     """Load the model of a RunConfig's ``model`` section, optionally with a LoRA adapter on top."""
-    from vqa_r1.models.tiny import TinySize
 
     mc = config.model if hasattr(config, "model") else config
     spec = get_spec(mc.name)

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from vqa_r1.data.curriculum import GENERAL_INSTRUCTION
+from vqa_r1.data.prompts import REASONING_INSTRUCTION
+from vqa_r1.data.synthetic import COLORS, RELATIONS, SHAPES
 from vqa_r1.io import atomic_dir
+from vqa_r1.paths import cache_root
 
 BUILD_VERSION = 2  # bump when a builder changes, so stale caches are not reused
 
@@ -35,13 +38,6 @@ class TinySize:
     vision_hidden: int = 64
     vision_layers: int = 2
     vocab: int = 1024
-
-
-def cache_root() -> Path:
-    base = os.environ.get("VQA_R1_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vqa_r1"
-    )
-    return Path(base)
 
 
 def tiny_model_dir(family: str, seed: int = 0, size: TinySize | None = None) -> Path:
@@ -69,10 +65,6 @@ def _corpus(seed: int) -> list[str]:
     stays byte-identical. A change here needs a new BUILD_VERSION and new pretrained models.
     """
     import random
-
-    from vqa_r1.data.curriculum import GENERAL_INSTRUCTION
-    from vqa_r1.data.prompts import REASONING_INSTRUCTION
-    from vqa_r1.data.synthetic import COLORS, RELATIONS, SHAPES
 
     rng = random.Random(seed)
     names = [f"{c} {s}" for c in COLORS for s in SHAPES]

@@ -10,6 +10,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from vqa_r1.rewards import completion_text
+
 
 class JsonlMetrics(TrainerCallback):
     """Append each logging step's metrics to metrics.jsonl (flushed: a kill loses nothing logged)."""
@@ -41,8 +43,6 @@ def recording_reward(fn: Callable, path: Path, every: int, **fixed: Any) -> Call
         rewards = fn(prompts=prompts, completions=completions, **{**kwargs, **fixed})
         calls["n"] += 1
         if every > 0 and (calls["n"] - 1) % every == 0 and completions:
-            from vqa_r1.rewards import completion_text
-
             with open(path, "a", encoding="utf-8") as fh:
                 for i in range(min(4, len(completions))):
                     fh.write(

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 from vqa_r1.config import RunConfig
+from vqa_r1.io import atomic_dir
+from vqa_r1.models.loading import load_model
+from vqa_r1.run_dir import RunDir, resolve_adapter
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +33,6 @@ def merge_adapter(config: RunConfig, adapter: str | Path, run_dir: str | Path) -
 
     Returns the run's status (also written to ``run_dir/status.json``).
     """
-    from vqa_r1.eval.evaluate import resolve_adapter
-    from vqa_r1.io import atomic_dir
-    from vqa_r1.models.loading import load_model
-    from vqa_r1.train.run_dir import RunDir
 
     rd = RunDir(Path(run_dir))
     rd.root.mkdir(parents=True, exist_ok=True)

@@ -19,11 +19,22 @@ import logging
 import re
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.data.curriculum import TASKS, CurriculumConfig, generate_examples, render, render_scene
+from vqa_r1.data.datasets import heldout_fingerprints
 from vqa_r1.errors import UserError
+from vqa_r1.models.adapters import get_adapter
+from vqa_r1.models.generation import GenerationSettings, Generator
+from vqa_r1.models.loading import LoadedModel
+from vqa_r1.models.registry import FAMILIES, PRETRAINED, get_spec
+from vqa_r1.models.tiny import TinySize, tiny_model_dir
+from vqa_r1.recipes import all_data_configs
+from vqa_r1.run_dir import latest_checkpoint
+from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin
+from vqa_r1.typed_config import build, option, parse_overrides
 
 log = logging.getLogger(__name__)
 
@@ -33,33 +44,33 @@ class PretrainConfig:
     """Defaults are the shipped models' settings, except the Qwen model's init seed 1 (seed 0 stayed
     at chance on the True/False comparison, README "Demo results"); each card gives its command."""
 
-    family: str = "qwen2_5_vl"
-    seed: int = 0  # model init, curriculum and data order
-    hidden: int = 128
-    layers: int = 4
-    vocab: int = 1024
-    examples: int = 80000
-    steps: int = 2500
-    batch_size: int = 32
-    learning_rate: float = 5e-4
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.0
-    lr_scheduler_type: str = "cosine"
-    logging_steps: int = 10
-    save_steps: int = 500
-    num_threads: int = 1
-    eval_examples: int = 200  # held-out examples per task for the card's read-out accuracy
-    weights: dict[str, float] = field(default_factory=dict)  # task weights; {} = the curriculum's
+    family: str = option("qwen2_5_vl", help="model family (set by --family)")
+    seed: int = option(0, help="model init, curriculum and data order")
+    hidden: int = option(128, help="language-model hidden size", minimum=1)
+    layers: int = option(4, help="language-model layers", minimum=1)
+    vocab: int = option(1024, help="tokenizer vocabulary size", minimum=1)
+    examples: int = option(80000, help="curriculum examples generated", minimum=1)
+    steps: int = option(2500, help="optimizer steps", minimum=1)
+    batch_size: int = option(32, help="examples per step", minimum=1)
+    learning_rate: float = option(5e-4, help="peak learning rate")
+    warmup_steps: float = option(0.05, help="warm-up steps; a float < 1 is a fraction of all steps")
+    weight_decay: float = option(0.0, help="TrainingArguments")
+    lr_scheduler_type: str = option("cosine", help="transformers scheduler name")
+    logging_steps: int = option(10, help="loss-curve interval", minimum=1)
+    save_steps: int = option(500, help="checkpoint interval in steps", minimum=1)
+    num_threads: int = option(1, help="torch CPU threads", minimum=1)
+    eval_examples: int = option(
+        200, help="held-out examples per task for the card's read-out accuracy", minimum=1
+    )
+    weights: dict[str, float] = option(
+        default_factory=dict, help="curriculum task weights; {} = the curriculum's own"
+    )
 
 
 def config_from_overrides(family: str, overrides: list[str]) -> PretrainConfig:
-    from vqa_r1.config import _apply, parse_overrides
-    from vqa_r1.models.registry import FAMILIES
-
     if family not in FAMILIES:
         raise UserError(f"--family must be one of {', '.join(FAMILIES)}, not {family!r}")
-    cfg = PretrainConfig(family=FAMILIES[family])
-    _apply(cfg, parse_overrides(overrides), "")
+    cfg = build(PretrainConfig(family=FAMILIES[family]), parse_overrides(overrides))
     cfg.family = FAMILIES[family]
     validate(cfg)
     return cfg
@@ -67,28 +78,21 @@ def config_from_overrides(family: str, overrides: list[str]) -> PretrainConfig:
 
 def validate(cfg: PretrainConfig) -> None:
     """Checked before anything runs or is queued; each message names the field."""
-    from vqa_r1.data.curriculum import TASKS
 
     unknown = sorted(set(cfg.weights) - set(TASKS))
     if unknown:
         raise UserError(f"weights: unknown curriculum tasks {unknown}; choose from {list(TASKS)}")
     if cfg.weights and sum(cfg.weights.values()) <= 0:
         raise UserError("weights: at least one task needs a positive weight")
-    for name in ("steps", "examples", "batch_size", "hidden", "layers", "eval_examples"):
-        if getattr(cfg, name) <= 0:
-            raise UserError(f"{name} must be positive")
     if cfg.learning_rate <= 0:
         raise UserError("learning_rate must be positive")
 
 
 def curriculum_config(cfg: PretrainConfig) -> Any:
-    from vqa_r1.data.curriculum import CurriculumConfig
 
-    ccfg = CurriculumConfig(seed=cfg.seed)
     if cfg.weights:
-        ccfg.weights = dict(cfg.weights)
-        ccfg.__post_init__()
-    return ccfg
+        return CurriculumConfig(seed=cfg.seed, weights=dict(cfg.weights))
+    return CurriculumConfig(seed=cfg.seed)
 
 
 def build_rows(cfg: PretrainConfig, adapter: Any) -> Any:
@@ -101,11 +105,10 @@ def build_rows(cfg: PretrainConfig, adapter: Any) -> Any:
     """
     from datasets import Dataset
 
-    from vqa_r1.data.curriculum import generate_examples, render_scene
-    from vqa_r1.data.datasets import heldout_fingerprints
-
     ccfg = curriculum_config(cfg)
-    examples = generate_examples(cfg.examples, ccfg, adapter.instruction, heldout_fingerprints())
+    examples = generate_examples(
+        cfg.examples, ccfg, adapter.instruction, heldout_fingerprints(all_data_configs())
+    )
     rows = {
         "scene": [
             json.dumps(
@@ -155,9 +158,6 @@ def pretrain(
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from vqa_r1.models.adapters import get_adapter
-    from vqa_r1.models.tiny import TinySize, tiny_model_dir
-    from vqa_r1.train.checkpoints import AtomicCheckpointMixin, latest_checkpoint
     from vqa_r1.train.progress import make_quiet
 
     torch.set_num_threads(cfg.num_threads)
@@ -177,7 +177,7 @@ def pretrain(
         max_steps=cfg.steps,
         per_device_train_batch_size=cfg.batch_size,
         learning_rate=cfg.learning_rate,
-        warmup_steps=cfg.warmup_ratio,  # a float < 1 is a fraction of the steps
+        warmup_steps=cfg.warmup_steps,  # a float < 1 is a fraction of the steps
         lr_scheduler_type=cfg.lr_scheduler_type,
         weight_decay=cfg.weight_decay,
         logging_steps=cfg.logging_steps,
@@ -252,12 +252,6 @@ def _answer(text: str) -> str:
 
 def readout_accuracy(model_dir: str | Path, cfg: PretrainConfig) -> dict:
     """Per task, on held-out scenes (another curriculum seed): whole output exact, answer exact."""
-    from vqa_r1.data.curriculum import TASKS, generate_examples, render
-    from vqa_r1.data.datasets import heldout_fingerprints
-    from vqa_r1.models.adapters import get_adapter
-    from vqa_r1.models.generation import GenerationSettings, Generator
-    from vqa_r1.models.loading import LoadedModel
-    from vqa_r1.models.registry import PRETRAINED, get_spec
 
     adapter = get_adapter(cfg.family)
     model, processor = adapter.load(model_dir, "float32")
@@ -271,7 +265,7 @@ def readout_accuracy(model_dir: str | Path, cfg: PretrainConfig) -> dict:
     for task in TASKS:
         ccfg.weights = {task: 1.0}
         examples = generate_examples(
-            cfg.eval_examples, ccfg, adapter.instruction, heldout_fingerprints()
+            cfg.eval_examples, ccfg, adapter.instruction, heldout_fingerprints(all_data_configs())
         )
         generator = Generator(
             loaded, GenerationSettings(max_new_tokens=64, cache="on"), examples[0].instruction
@@ -313,7 +307,6 @@ def plot_loss(losses: list, png: Path) -> None:
 
 
 def card_command(cfg: PretrainConfig) -> str:
-    from vqa_r1.models.registry import FAMILIES, PRETRAINED
 
     family = {v: k for k, v in FAMILIES.items()}[cfg.family]
     defaults = asdict(PretrainConfig(family=cfg.family))
@@ -329,9 +322,8 @@ def card_command(cfg: PretrainConfig) -> str:
 
 
 def model_card(record: dict) -> str:
-    from vqa_r1.models.registry import PRETRAINED
 
-    cfg = PretrainConfig(**record["config"])
+    cfg = build(PretrainConfig, record["config"])
     name = PRETRAINED[cfg.family]
     rows = "\n".join(
         f"| {task} | {r['n']} | {r['exact']:.3f} | {r['answer']:.3f} |"
@@ -364,7 +356,7 @@ by scene fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer
 
 Seeds: model init, curriculum and data order {cfg.seed}. {cfg.steps} steps at batch {cfg.batch_size}
 over {cfg.examples} examples, lr {cfg.learning_rate} ({cfg.lr_scheduler_type}, warm-up
-{cfg.warmup_ratio}), {cfg.num_threads} thread. Wall time {record["train_seconds"] / 60:.1f} min on
+{cfg.warmup_steps}), {cfg.num_threads} thread. Wall time {record["train_seconds"] / 60:.1f} min on
 the reference machine (2 CPU cores). Versions: {", ".join(f"{k} {v}" for k, v in record["versions"].items())}.
 `tests/test_pretrain.py` replays the first steps of this command and compares the losses with
 `pretrain.json` (same machine kind and versions: equal to 1e-4).

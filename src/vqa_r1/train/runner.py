@@ -9,45 +9,43 @@ scheduler and RNG state (all restored by the Trainer from the checkpoint).
 from __future__ import annotations
 
 import logging
-import math
+import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.config import RunConfig, save_config
-from vqa_r1.train.checkpoints import AtomicCheckpointMixin, latest_checkpoint
-from vqa_r1.train.run_dir import RunDir
+from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, save_config
+from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
+from vqa_r1.models.loading import load_model
+from vqa_r1.recipes import deepspeed_config
+from vqa_r1.rewards import get_rewards
+from vqa_r1.run_dir import RunDir, latest_checkpoint
+from vqa_r1.train.callbacks import JsonlMetrics, recording_reward
+from vqa_r1.train.progress import make_quiet
+from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin, EpochOrderSamplerMixin
 
 log = logging.getLogger(__name__)
 
 
-def _common_args(config: RunConfig, rd: RunDir, n_rows: int) -> dict:
+def _common_args(config: RunConfig, rd: RunDir) -> dict:
+    """TrainingArguments fields shared by SFT and GRPO; the names are ours and theirs alike."""
     import torch
 
-    from vqa_r1.launch.distributed import deepspeed_config
-
     t = config.train
-    steps_per_epoch = math.ceil(n_rows / (t.per_device_batch_size * t.gradient_accumulation_steps))
-    if config.verb == "grpo":
-        # each optimisation step sees per_device_batch_size completions, i.e. batch/num_generations prompts
-        steps_per_epoch = math.ceil(
-            n_rows * t.num_generations / (t.per_device_batch_size * t.gradient_accumulation_steps)
-        )
-    total = t.max_steps if t.max_steps > 0 else math.ceil(steps_per_epoch * t.epochs)
-    save_steps = max(1, round(t.save_every * total)) if t.save_every < 1 else int(t.save_every)
     return dict(
         output_dir=str(rd.checkpoints),
         learning_rate=t.learning_rate,
-        num_train_epochs=t.epochs,
+        num_train_epochs=t.num_train_epochs,
         max_steps=t.max_steps,
-        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_train_batch_size=t.per_device_train_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
-        warmup_steps=t.warmup_ratio,  # a float < 1 is a fraction of the total steps
-        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=t.warmup_steps,
+        lr_scheduler_type=t.lr_scheduler_type,
         weight_decay=t.weight_decay,
         max_grad_norm=t.max_grad_norm,
         save_strategy="steps",
-        save_steps=save_steps,
+        save_steps=t.save_steps,
         logging_steps=t.logging_steps,
         seed=t.seed,
         data_seed=t.seed,
@@ -60,6 +58,16 @@ def _common_args(config: RunConfig, rd: RunDir, n_rows: int) -> dict:
         use_cpu=not torch.cuda.is_available(),
         disable_tqdm=False,
     )
+
+
+def _grpo_vllm_args(train: TrainConfig) -> dict:
+    """GRPOConfig fields for vLLM generation (server URL from the job script's export)."""
+    if not train.use_vllm:
+        return {}
+    args: dict = {"use_vllm": True, "vllm_mode": train.vllm_mode}
+    if train.vllm_mode == "server" and os.environ.get(VLLM_URL_ENV):
+        args["vllm_server_base_url"] = os.environ[VLLM_URL_ENV]
+    return args
 
 
 def _peft_config(config: RunConfig, adapter: Any) -> Any:
@@ -78,40 +86,11 @@ def _peft_config(config: RunConfig, adapter: Any) -> Any:
     )
 
 
-class EpochOrderSampler:
-    """TRL's GRPO sampler with each epoch's order a function of the seed and the epoch alone.
-
-    TRL's RepeatSampler seeds its generator once and draws a new permutation at every pass, so the
-    order of epoch k depends on how many passes this process has made. A job resumed in epoch
-    k >= 1 (a requeue after the first epoch) made none and replayed epoch 0's order: the metrics
-    of a requeued run left those of an uninterrupted run from the first resumed step of epoch 2 on
-    (found by tests/slurm/test_requeue_resume.py). Re-seeding and drawing the k earlier
-    permutations before each pass gives the uninterrupted run's order, resumed or not.
-    """
-
-    def __init__(self, inner: Any, epoch: Any):
-        self.inner, self.epoch = inner, epoch
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def __iter__(self):
-        import torch
-
-        generator = getattr(self.inner, "generator", None)
-        if getattr(self.inner, "shuffle", False) and generator is not None:
-            if self.inner.seed is not None:
-                generator.manual_seed(self.inner.seed)
-                for _ in range(self.epoch()):
-                    torch.randperm(self.inner.num_samples, generator=generator)
-        return iter(self.inner)
-
-
-def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
-    from vqa_r1.train.callbacks import JsonlMetrics
-
-    callbacks = [JsonlMetrics(rd.metrics)]
-    common = _common_args(config, rd, len(rows))
+def build_trainer(
+    config: RunConfig, rd: RunDir, loaded: Any, rows: Any, callbacks: Sequence[Any] = ()
+) -> Any:
+    callbacks = [JsonlMetrics(rd.metrics), *callbacks]
+    common = _common_args(config, rd)
     peft_config = _peft_config(config, loaded.adapter)
     if config.verb == "sft":
         from trl import SFTConfig, SFTTrainer
@@ -130,16 +109,10 @@ def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
         )
     from trl import GRPOConfig, GRPOTrainer
 
-    from vqa_r1.launch.distributed import grpo_vllm_args
-    from vqa_r1.rewards import get_rewards
-    from vqa_r1.train.callbacks import recording_reward
-
     t = config.train
 
-    class Trainer(AtomicCheckpointMixin, GRPOTrainer):
-        def _get_train_sampler(self, dataset=None):
-            inner = super()._get_train_sampler(dataset)
-            return EpochOrderSampler(inner, lambda: int((self.state.epoch or 0) + 1e-6))
+    class Trainer(AtomicCheckpointMixin, EpochOrderSamplerMixin, GRPOTrainer):
+        pass
 
     rewards = [
         recording_reward(fn, rd.completions, t.sample_every, answer_rule=t.answer_rule)
@@ -156,7 +129,7 @@ def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
         temperature=t.temperature,
         scale_rewards=t.scale_rewards,
         reward_weights=t.reward_weights,
-        **grpo_vllm_args(t),
+        **_grpo_vllm_args(t),
     )
     return Trainer(
         model=loaded.model,
@@ -171,7 +144,6 @@ def build_trainer(config: RunConfig, rd: RunDir, loaded: Any, rows: Any) -> Any:
 
 def keep_tracker_run_id(rd: RunDir) -> str:
     """One experiment-tracker run across requeues: the id is made once and kept in status.json."""
-    import os
     import uuid
 
     run_id = rd.status().get("tracker_run_id") or uuid.uuid4().hex[:12]
@@ -182,19 +154,20 @@ def keep_tracker_run_id(rd: RunDir) -> str:
 
 
 def train(
-    config: RunConfig, run_dir: str | Path, requeue: Any = None, progress: str | None = None
+    config: RunConfig,
+    run_dir: str | Path,
+    callbacks: Sequence[Any] = (),
+    progress: str | None = None,
 ) -> dict:
     """Train (or resume) into ``run_dir``; returns the final status.
 
-    ``requeue`` is the SLURM job's RequeueController (launch/requeue.py) or None: when its warning
-    signal stopped training at a step boundary, the checkpoint is written and the job requeued
-    instead of finishing. ``progress``: a label for one quiet progress bar (train/progress.py)
-    instead of the Trainer's console logs; metrics.jsonl is written either way.
+    ``callbacks``: extra Trainer callbacks. A SLURM job passes its requeue controller here
+    (launch/requeue.py): when one stops training before the last step, the checkpoint of that step
+    is written, the status says STOPPED, no final adapter is saved, and the caller decides what
+    comes next (the job requeues). ``progress``: a label for one quiet progress bar
+    (train/progress.py) instead of the Trainer's console logs; metrics.jsonl is written either way.
     """
     import torch
-
-    from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
-    from vqa_r1.models.loading import load_model
 
     if config.train.num_threads:
         torch.set_num_threads(config.train.num_threads)
@@ -229,31 +202,21 @@ def train(
         config.data.with_reasoning,
         config.data.rationale,
     )
-    trainer = build_trainer(config, rd, loaded, rows)
+    trainer = build_trainer(config, rd, loaded, rows, callbacks)
     if progress:
-        from vqa_r1.train.progress import make_quiet
-
         make_quiet(trainer, progress)
-    if requeue is not None:
-        from vqa_r1.launch.requeue import time_save
-
-        trainer.add_callback(requeue)
-        time_save(trainer, requeue)
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    # a warning during the last step still stops training there, but the run is complete
-    unfinished = trainer.state.global_step < trainer.state.max_steps
-    if requeue is not None and requeue.requested and unfinished:
-        rd.update_status(state="REQUEUED", global_step=trainer.state.global_step)
-        requeue.requeue_now(f"checkpoint-{trainer.state.global_step} saved at the step boundary")
+    # a callback may stop training at a step boundary (its checkpoint is written); a stop during
+    # the last step still leaves a complete run
+    if trainer.state.global_step < trainer.state.max_steps:
+        rd.update_status(state="STOPPED", global_step=trainer.state.global_step)
+        return rd.status()
     trainer.save_model(str(rd.final))
     loaded.processor.save_pretrained(str(rd.final))
-    status = dict(
+    rd.update_status(
         state="COMPLETED",
         global_step=trainer.state.global_step,
         train_seconds_last_start=round(time.time() - started, 1),
         final=str(rd.final),
     )
-    rd.update_status(**status)
-    if requeue is not None:
-        requeue.finish()
     return rd.status()

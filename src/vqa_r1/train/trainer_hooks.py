@@ -1,48 +1,29 @@
-"""Atomic checkpoints and finding the latest complete one.
+"""The two places where we override private Trainer methods, and why no public hook does.
 
-The Hugging Face Trainer writes ``checkpoint-N`` file by file into its final place, so a job killed
-mid-save (SIGKILL at the time limit, node failure) leaves a folder that looks like a checkpoint but
-is not. Here a checkpoint is written into a staging folder, marked complete, then renamed into place;
-on resume, a folder without the marker is skipped with a warning.
+* ``AtomicCheckpointMixin`` (``Trainer._save_checkpoint``): the Trainer writes ``checkpoint-N`` file
+  by file into its final place, so a job killed mid-save (SIGKILL at the time limit, node failure)
+  leaves a folder that looks like a checkpoint but is not. Here a checkpoint is written into a
+  staging folder, marked complete, then renamed into place; resume skips a folder without the
+  marker (vqa_r1.run_dir.latest_checkpoint). Callbacks (``on_save``) run only after the files are
+  in place, too late to redirect them.
+* ``EpochOrderSamplerMixin`` (``GRPOTrainer._get_train_sampler``): see EpochOrderSampler. The
+  sampler is built inside the trainer with no argument or callback to replace it.
+
+tests/test_trainer_hooks.py fails loudly when the upstream signatures or behaviour these rely on
+change.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
+from typing import Any
+
+from vqa_r1.run_dir import COMPLETE_MARKER
 
 log = logging.getLogger(__name__)
-COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
-_CKPT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def checkpoint_step(path: Path) -> int | None:
-    match = _CKPT.match(path.name)
-    return int(match.group(1)) if match else None
-
-
-def is_complete(path: Path) -> bool:
-    return (path / COMPLETE_MARKER).exists() and (path / "trainer_state.json").exists()
-
-
-def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint; incomplete newer ones are reported and skipped."""
-    root = Path(checkpoint_dir)
-    if not root.exists():
-        return None
-    found = sorted(
-        (p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None),
-        key=lambda p: checkpoint_step(p),
-        reverse=True,
-    )
-    for path in found:
-        if is_complete(path):
-            return path
-        log.warning("skipping incomplete checkpoint %s (no %s marker)", path, COMPLETE_MARKER)
-    return None
 
 
 class AtomicCheckpointMixin:
@@ -75,3 +56,40 @@ def fsync_tree(root: Path) -> None:
         if path.is_file():
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
+
+
+class EpochOrderSampler:
+    """TRL's GRPO sampler with each epoch's order a function of the seed and the epoch alone.
+
+    TRL's RepeatSampler seeds its generator once and draws a new permutation at every pass, so the
+    order of epoch k depends on how many passes this process has made. A job resumed in epoch
+    k >= 1 (a requeue after the first epoch) made none and replayed epoch 0's order: the metrics
+    of a requeued run left those of an uninterrupted run from the first resumed step of epoch 2 on
+    (found by tests/slurm/test_requeue_resume.py). Re-seeding and drawing the k earlier
+    permutations before each pass gives the uninterrupted run's order, resumed or not.
+    """
+
+    def __init__(self, inner: Any, epoch: Any):
+        self.inner, self.epoch = inner, epoch
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __iter__(self):
+        import torch
+
+        generator = getattr(self.inner, "generator", None)
+        if getattr(self.inner, "shuffle", False) and generator is not None:
+            if self.inner.seed is not None:
+                generator.manual_seed(self.inner.seed)
+                for _ in range(self.epoch()):
+                    torch.randperm(self.inner.num_samples, generator=generator)
+        return iter(self.inner)
+
+
+class EpochOrderSamplerMixin:
+    """Mix into GRPOTrainer: its train sampler becomes an EpochOrderSampler."""
+
+    def _get_train_sampler(self, dataset=None):
+        inner = super()._get_train_sampler(dataset)
+        return EpochOrderSampler(inner, lambda: int((self.state.epoch or 0) + 1e-6))

@@ -1,0 +1,270 @@
+"""Turning what the user asked for into job requests, on the login node, without argparse.
+
+The command line (vqa_r1.cli.launch) fills a ``RunSpec`` (what to run) and ``JobOptions`` (where and
+how); everything here is checked before anything is queued: the resolved config (recipe, overrides,
+registries), the model's availability in the local cache, the resources against the cluster
+profile. Single jobs, sweeps (launch/sweep.py) and pipelines (launch/pipeline.py) all build their
+requests with ``request_for_config``, and all local runs go through ``run_locally``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vqa_r1.clock import run_stamp
+from vqa_r1.config import RunConfig, save_config
+from vqa_r1.errors import UserError
+from vqa_r1.launch.distributed import job_setup_lines
+from vqa_r1.launch.monitor import log_path, record_job
+from vqa_r1.launch.submit import LaunchRequest, Resources, submit, wait_local
+from vqa_r1.launch.task import JudgeTask, PretrainTask, task_for
+from vqa_r1.models.loading import cached_hub_path, download_command
+from vqa_r1.models.registry import get_spec
+from vqa_r1.recipes import load_config
+from vqa_r1.run_dir import resolve_adapter
+
+MERGE_TIME = "01:00:00"
+
+
+@dataclass
+class JobOptions:
+    """Where and how a job runs (the launcher's job options)."""
+
+    executor: str = "auto"  # auto | slurm | local
+    cluster: str | None = None
+    gpus: int | None = None  # None: the recipe's
+    nodes: int | None = None
+    time: str | None = None  # SLURM time; None: the recipe's
+    dry_run: bool = False
+    no_wait: bool = False
+    max_requeues: int = 50
+    snapshot: bool = True
+
+
+@dataclass
+class RunSpec:
+    """What one run does: the verb, model, recipe and overrides, and where it writes."""
+
+    verb: str
+    model: str
+    recipe: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    output_dir: str | None = None
+    adapter: str | None = None  # evaluate / merge: the adapter or run directory
+    init_adapter: str | None = None  # grpo: continue this adapter
+
+
+def default_dir(kind: str, output_dir: str | None) -> Path:
+    """The given folder, or ``runs/<kind>-<time>``."""
+    return Path(output_dir or f"runs/{kind}-{run_stamp()}").resolve()
+
+
+def resolve_run(spec: RunSpec) -> tuple[RunConfig, Path]:
+    """The checked RunConfig and the run directory (no model is loaded)."""
+    extra = {}
+    if spec.init_adapter:
+        extra["init_adapter"] = str(Path(spec.init_adapter).resolve())
+    config = load_config(spec.verb, spec.model, spec.recipe, spec.overrides, **extra)
+    run_dir = default_dir(f"{spec.verb}-{spec.model}", spec.output_dir)
+    config.output_dir = str(run_dir)
+    return config, run_dir
+
+
+def request_for_config(
+    job: JobOptions, verb: str, config: RunConfig, run_dir: Path, adapter: str | None = None
+) -> LaunchRequest:
+    """The job request for a resolved config (single jobs, sweep elements, pipeline steps)."""
+    r = config.resources
+    gpus = job.gpus if job.gpus is not None else r.gpus
+    res = Resources(
+        gpus=gpus,
+        nodes=job.nodes if job.nodes is not None else r.nodes,
+        time=job.time or r.time,
+        cpus=r.cpus_per_gpu * max(1, gpus) if r.cpus_per_gpu else None,
+        mem_gb=r.mem_gb,
+    )
+    if config.train.use_vllm and config.train.vllm_mode == "server":
+        res.tasks_per_node = max(1, res.gpus - 1)  # the last GPU serves vLLM
+    config.resources.gpus, config.resources.nodes, config.resources.time = (
+        res.gpus,
+        res.nodes,
+        res.time,
+    )
+    flat = yaml.safe_dump(
+        {k: config.to_dict()[k] for k in ("lora", "train")}, default_flow_style=True, width=10_000
+    )
+    summary = [
+        f"# vqa-r1 {verb} --model {config.model.name} --recipe {config.recipe}",
+        f"# run directory: {run_dir}",
+        f"# settings: {flat.strip()}",
+    ]
+    if not job.dry_run:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not (run_dir / "config.yaml").exists():
+            save_config(config, run_dir / "config.yaml")
+    check_model_available(config, submitting=not job.dry_run)
+    return LaunchRequest(
+        task_for(verb, run_dir, adapter),
+        res,
+        job.executor,
+        job.cluster,
+        f"vqa-r1-{verb}-{config.model.name}",
+        job.dry_run,
+        summary=summary,
+        setup=job_setup_lines(config, res.gpus, res.nodes),
+        max_requeues=job.max_requeues,
+        snapshot=job.snapshot,
+    )
+
+
+def run_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
+    """sft / grpo / evaluate."""
+    config, run_dir = resolve_run(spec)
+    return request_for_config(job, spec.verb, config, run_dir, spec.adapter), run_dir, config
+
+
+def merge_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
+    """merge: the base model's settings from its SFT recipe; the adapter checked here."""
+    if not spec.adapter:
+        raise UserError("merge needs --adapter (a LoRA adapter folder or a run directory)")
+    adapter = resolve_adapter(Path(spec.adapter).resolve())
+    config = load_config("merge", spec.model, spec.recipe, spec.overrides)
+    run_dir = default_dir(f"merge-{spec.model}", spec.output_dir)
+    config.output_dir = str(run_dir)
+    job = replace(job, time=job.time or MERGE_TIME)
+    return request_for_config(job, "merge", config, run_dir, str(adapter)), run_dir, config
+
+
+def pretrain_request(
+    pretrain_config: Any, out: Path, stop_after: int | None, job: JobOptions
+) -> tuple[LaunchRequest, Path]:
+    """pretrain: the config was checked by train.pretrain.config_from_overrides."""
+    res = Resources(gpus=job.gpus or 0, nodes=job.nodes or 1, time=job.time or "04:00:00")
+    summary = [
+        f"# vqa-r1 pretrain --family {pretrain_config.family} --out {out}",
+        f"# settings: {asdict(pretrain_config)}",
+    ]
+    task = PretrainTask(str(out), config_=pretrain_config, stop_after=stop_after)
+    request = LaunchRequest(
+        task,
+        res,
+        job.executor,
+        job.cluster,
+        f"vqa-r1-pretrain-{pretrain_config.family}",
+        job.dry_run,
+        summary=summary,
+        max_requeues=job.max_requeues,
+        snapshot=job.snapshot,
+    )
+    return request, out
+
+
+def judge_request(
+    judge_config: Any, output_dir: str | None, setup: list[str], job: JobOptions
+) -> tuple[LaunchRequest, Path]:
+    """judge: one GPU when it serves its own vLLM model, none for an API."""
+    out = Path(output_dir or "runs/judge").resolve()
+    wants_gpu = 1 if getattr(judge_config, "vllm_model", None) else 0
+    res = Resources(
+        gpus=job.gpus if job.gpus is not None else wants_gpu,
+        nodes=job.nodes or 1,
+        time=job.time or "04:00:00",
+    )
+    request = LaunchRequest(
+        JudgeTask(str(out), config_=judge_config),
+        res,
+        job.executor,
+        job.cluster,
+        "vqa-r1-judge",
+        job.dry_run,
+        setup=setup,
+        max_requeues=job.max_requeues,
+        snapshot=job.snapshot,
+    )
+    return request, out
+
+
+def check_model_available(config: RunConfig, submitting: bool) -> None:
+    """A hub model must be in the cache before a job is queued: compute nodes are often offline."""
+
+    spec = get_spec(config.model.name)
+    if spec.tiny or config.model.path or cached_hub_path(spec.hub_id) is not None:
+        return
+    message = (
+        f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
+        f"login node: {download_command(spec.hub_id)}"
+    )
+    if submitting:
+        raise UserError(message)
+    print(f"note: {message}", file=sys.stderr)
+
+
+def summarise(result: Any) -> str:
+    if isinstance(result, dict):
+        keys = ("state", "global_step", "accuracy", "exit_code")
+        return ", ".join(f"{k}={result[k]}" for k in keys if k in result) or str(result)[:200]
+    return str(result)[:200]
+
+
+def failure_reason(err: BaseException) -> str:
+    """The exception line of a failed local job (submitit wraps the job's whole traceback)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", line)]
+    return (raised or lines or [repr(err)])[-1]
+
+
+@dataclass
+class LocalItem:
+    """One job of a local sweep or chain; ``state`` is NOT RUN, RUNNING, COMPLETED or FAILED."""
+
+    name: str
+    request: LaunchRequest
+    run_dir: Path
+    job_id: str | None = None
+    state: str = "NOT RUN"
+
+
+def run_locally(
+    items: list[LocalItem],
+    command: str,
+    stop_on_failure: bool,
+    on_change: Callable[[], None] = lambda: None,
+) -> list[str]:
+    """No SLURM: run the jobs one after another here; returns the names of those that failed.
+
+    A chain stops at its first failure (later steps need its output); a sweep goes on.
+    ``on_change`` is called whenever a state changes (to rewrite pipeline.json / sweep.json).
+    """
+    failed: list[str] = []
+    on_change()
+    for index, item in enumerate(items):
+        job = submit(item.request, item.run_dir / "jobs")
+        item.job_id, item.state = str(job.job_id), "RUNNING"
+        record = record_job(item.run_dir, item.job_id, "local", item.run_dir / "jobs", command)
+        on_change()
+        print(f"[{index + 1}/{len(items)}] {item.name}: local job {job.job_id}", flush=True)
+        try:
+            result = wait_local(job)
+        except Exception as err:  # the job's own traceback is in its log
+            item.state = "FAILED"
+            failed.append(item.name)
+            on_change()
+            print(
+                f"  {item.name} FAILED: {failure_reason(err)}; "
+                f"log: {log_path(record, stderr=True)}",
+                flush=True,
+            )
+            if stop_on_failure:
+                break
+            continue
+        item.state = "COMPLETED"
+        on_change()
+        print(f"  {item.name} finished: {summarise(result)}", flush=True)
+    return failed
