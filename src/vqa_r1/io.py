@@ -1,4 +1,4 @@
-"""Atomic writes: nothing a job leaves behind is half-written, even after SIGKILL."""
+"""Atomic writes (nothing a job leaves behind is half-written, even after SIGKILL) and JSONL reads."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from vqa_r1.errors import UserError
 
 
 @contextlib.contextmanager
@@ -31,15 +33,19 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
         raise
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str, *, fsync: bool = True) -> None:
+    """Write a temporary sibling and ``os.replace`` it into place: a killed process leaves the old
+    file or the new one, never a torn one. ``fsync=False`` skips flushing to disk (~5 ms per file):
+    for caches that re-create what an OS crash may tear (the rename alone survives any kill)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -49,3 +55,37 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(
+    path: str | Path, *, missing_ok: bool = False, partial_last_line: bool = False
+) -> list[dict]:
+    """The JSON objects of a JSONL file, one per line; blank lines are skipped.
+
+    Errors are UserErrors naming the file and line. ``missing_ok``: a missing file reads as no
+    records. ``partial_last_line``: a last line that does not parse and has no newline after it is
+    dropped, since a running job may be mid-way through appending it (a bad line anywhere else is
+    still an error).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if missing_ok:
+            return []
+        raise UserError(f"{path}: file not found") from None
+    lines = data.split(b"\n")  # not str.splitlines: JSON text may hold a raw U+2028
+    records: list[dict] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as err:  # JSONDecodeError, or UnicodeDecodeError of a torn character
+            if partial_last_line and number == len(lines):
+                break
+            raise UserError(f"{path}:{number}: not valid JSON ({err})") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        records.append(record)
+    return records

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from loopback_server import LoopbackOpenAI  # noqa: E402
+from vqa_r1.judge.loopback import LoopbackOpenAI
 
 
 @pytest.fixture

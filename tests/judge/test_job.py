@@ -2,6 +2,7 @@
 dry-run tested by executing them with a fake `vllm` on PATH."""
 
 import argparse
+import dataclasses
 import json
 import os
 import pickle
@@ -20,6 +21,8 @@ from vqa_r1.judge.job import (
     run_job,
     server_setup_lines,
 )
+from vqa_r1.judge.options import flag_of, values_from_args
+from vqa_r1.models.serving import job_port, port_expression, vllm_server_lines
 
 
 def parse(*args):
@@ -44,6 +47,8 @@ def test_config_is_picklable_and_runs(tmp_path, no_key_env):
         (["--responses", "base"], "NAME=FILE"),
         (["--responses", "base=/nonexistent/r.json"], "/nonexistent/r.json: file not found"),
         (["--responses", "m={r}", "--concurrency", "0"], "--concurrency"),
+        (["--responses", "m={r}", "--limit", "0"], "--limit must be at least 1"),
+        (["--responses", "m={r}", "--json-attempts", "0"], "--json-attempts must be at least 1"),
         (["--responses", "m={r}", "--prompt", "nope"], "--prompt nope"),
         (["--responses", "m={noclaim}"], "--questions"),
         (["--responses", "m={r}", "--judge-model", ""], "--judge-model"),
@@ -74,8 +79,9 @@ def test_no_server_lines_without_vllm(tmp_path):
 
 FAKE_VLLM = """\
 #!{python}
-# stands in for `vllm serve MODEL --host H --port P ...`: serves /v1/models after a delay
-import http.server, sys, time, json
+# stands in for `vllm serve MODEL --host H --port P ...`: answers 503 to the first /v1/models (a
+# server still loading its model), then the model list; every answer is logged to {polls!r}
+import http.server, sys, json
 args = sys.argv
 assert args[1] == "serve", args
 with open({record!r}, "w") as f:
@@ -84,11 +90,17 @@ if {die}:
     print("CUDA out of memory", file=sys.stderr)
     sys.exit(3)
 port = int(args[args.index("--port") + 1])
-time.sleep(0.5)
+answered = []
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        status = 503 if not answered else 200
+        answered.append(status)
+        with open({polls!r}, "a") as f:
+            f.write(f"{{status}}\\n")
         body = json.dumps({{"data": [{{"id": args[args.index("--served-model-name") + 1]}}]}}).encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        if status != 200:
+            body = b""
+        self.send_response(status); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
@@ -101,8 +113,11 @@ def _script_with_fake_vllm(tmp_path, die, **overrides):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     record = tmp_path / "vllm_args.json"
+    polls = tmp_path / "vllm_polls.txt"
     fake = bin_dir / "vllm"
-    fake.write_text(FAKE_VLLM.format(python=sys.executable, record=str(record), die=die))
+    fake.write_text(
+        FAKE_VLLM.format(python=sys.executable, record=str(record), polls=str(polls), die=die)
+    )
     fake.chmod(0o755)
     config = JudgeJobConfig(
         responses=[("m", "r.json")],
@@ -139,6 +154,9 @@ def test_vllm_lines_start_the_server_and_wait_for_health(tmp_path):
     assert args[1:3] == ["serve", "Qwen/Qwen2.5-7B-Instruct"] and "--max-model-len=8192" in args
     assert "ready" in proc.stderr
     assert config.model_name == "judge"
+    # the set-up lines polled past the "still loading" 503 before going on
+    statuses = (tmp_path / "vllm_polls.txt").read_text().split()
+    assert statuses[0] == "503" and statuses[1:] == ["200", "200"]  # set-up, then the script's
 
 
 def test_vllm_lines_fail_fast_when_the_server_dies(tmp_path):
@@ -156,7 +174,7 @@ def test_vllm_lines_are_shell_safe(tmp_path):
 
 
 def test_run_job_uses_the_exported_base_url(tmp_path, no_key_env, monkeypatch):
-    from loopback_server import LoopbackOpenAI
+    from vqa_r1.judge.loopback import LoopbackOpenAI
 
     responses = write_responses(tmp_path / "r.json", 3)
     with LoopbackOpenAI() as server:
@@ -177,3 +195,67 @@ def test_help_lists_launch_options():
     for option in ("--vllm-model", "--responses", "--max-cost", "--dry-run", "--concurrency"):
         assert option in text
     assert textwrap.dedent(text)
+
+
+def test_flags_are_generated_from_the_config_fields(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per option: help texts are not wrapped
+    parser = argparse.ArgumentParser()
+    add_launch_arguments(parser)
+    text = parser.format_help()
+    defaults = JudgeJobConfig(responses=[], out="o.json")
+    values = values_from_args(parse("--responses", "m=r.json", "--out", "o.json"), JudgeJobConfig)
+    for field in dataclasses.fields(JudgeJobConfig):
+        flag = flag_of(field)
+        if flag is None:
+            assert field.name == "progress_every"  # not a flag; the default is kept
+        else:
+            assert flag in text and field.metadata["help"] in text, field.name
+        if field.name not in ("responses", "out"):
+            assert values[field.name] == getattr(defaults, field.name), field.name
+    switched = parse("--responses", "m=r.json", "--out", "o.json", "--no-cache", "--no-json-mode",
+                     "--dry-run", "--backend", "heuristic", "--limit", "3", "--timeout", "2.5",
+                     "--vllm-arg=--a=1", "--vllm-arg=--b", "--vllm-port", "9000")  # fmt: skip
+    values = values_from_args(switched, JudgeJobConfig)
+    assert (values["use_cache"], values["json_mode"], values["dry_run"]) == (False, False, True)
+    assert (values["backend"], values["limit"], values["timeout"]) == ("heuristic", 3, 2.5)
+    assert (values["vllm_args"], values["vllm_port"]) == (["--a=1", "--b"], 9000)
+    with pytest.raises(SystemExit):
+        parse("--responses", "m=r.json", "--out", "o.json", "--backend", "nope")
+
+
+def test_run_arguments_leave_out_the_vllm_group():
+    parser = argparse.ArgumentParser()
+    from vqa_r1.judge.job import add_run_arguments
+
+    add_run_arguments(parser)
+    text = parser.format_help()
+    assert "--responses" in text and "--no-cache" in text and "--vllm" not in text
+
+
+def test_port_formula_is_one_function():
+    assert job_port(4242) == 24242 and job_port(123456) == 23456
+    for job_id in ("4242", "123456"):
+        shell = subprocess.run(
+            ["bash", "-c", f"echo {port_expression()}"],
+            env={**os.environ, "SLURM_JOB_ID": job_id},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert int(shell.stdout) == job_port(int(job_id))
+    assert port_expression(8001) == "8001"
+
+
+def test_trl_generation_server_lines():
+    # GRPO's server mode: TRL's server on the last GPU, reachable from other nodes (no --host)
+    lines = vllm_server_lines("Qwen/Qwen2.5-VL-7B-Instruct", launcher="trl", host=None, gpus="3",
+                              extra_args=["--gpu-memory-utilization", "0.9"])  # fmt: skip
+    text = "\n".join(lines)
+    assert (
+        "CUDA_VISIBLE_DEVICES=3 trl vllm-serve --model Qwen/Qwen2.5-VL-7B-Instruct "
+        '--port "$VQA_R1_VLLM_PORT" --gpu-memory-utilization 0.9' in text
+    )
+    assert "/health/" in text and "--host" not in text
+    subprocess.run(["bash", "-n", "-c", text], check=True)
+    with pytest.raises(ValueError, match="served_name"):
+        vllm_server_lines("m", launcher="trl", served_name="x")

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from judge_helpers import REPO, cli, write_responses
-from loopback_server import FAULTS, LoopbackOpenAI
+
+from vqa_r1.judge.loopback import FAULTS, LoopbackOpenAI
 
 FAST = ["--timeout", "0.25", "--backoff-base", "0.01", "--backoff-max", "0.05"]
 

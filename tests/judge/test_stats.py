@@ -11,6 +11,7 @@ import json
 import pytest
 from judge_helpers import REPO, STUDY, checks_file, cli, needs_study, responses_file
 
+from vqa_r1.errors import UserError
 from vqa_r1.judge import stats
 
 PUBLISHED = {
@@ -129,3 +130,42 @@ def test_stats_usage_errors(tmp_path, capsys):
     bad.write_text("sets:\n  - name: A\n    checks: nope.json\n    responses: {base: r.json}\n")
     assert cli("judge", "stats", "--config", bad) == 2
     assert "nope.json not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("sets: []\nroot: .\n", "unknown key '--config .*: root'; valid keys here: data_root, sets"),
+        ("data_root: .\n", "expected a mapping with a 'sets' list"),
+        ("sets:\n  - {name: A, responses: {base: r.json}}\n", r"sets\[0\]: missing key\(s\) checks"),
+        ("sets:\n  - {name: A, checks: c.json, responses: [r.json]}\n", r"sets\[0\]\.responses: expected a mapping"),
+        ("sets:\n  - {name: A, checks: c.json, responses: {}}\n", "must map model names to files"),
+        ("sets:\n  - {name: A, checks: c.json, responses: {base: r.json}}\n"
+         "  - {name: B, checks: c.json, responses: {base: nope.json}}\n", r"sets\[1\] \(B\): .*nope.json not found"),
+        ("sets: [\n", "not valid YAML"),
+    ],
+)  # fmt: skip
+def test_config_errors_name_the_file_and_the_set(text, message, tmp_path):
+    (tmp_path / "c.json").write_text("[]")
+    (tmp_path / "r.json").write_text("[]")
+    config = tmp_path / "stats.yaml"
+    config.write_text(text)
+    with pytest.raises(UserError, match=message):
+        stats.load_config(config)
+
+
+def test_config_paths_resolve_against_data_root(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "c.json").write_text("[]")
+    (data / "r.json").write_text("[]")
+    config = tmp_path / "conf" / "stats.yaml"
+    config.parent.mkdir()
+    config.write_text(
+        "data_root: ../data\nsets:\n  - {name: 2020, checks: c.json, responses: {base: r.json}}\n"
+    )
+    [entry] = stats.load_config(config)
+    assert entry == stats.StatsSet(
+        name="2020", checks=data / "c.json", responses=[("base", data / "r.json")]
+    )
+    assert stats.load_config(config, data_root=data) == [entry]

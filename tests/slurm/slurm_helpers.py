@@ -46,14 +46,25 @@ def sacct_history(job_id: str) -> list[dict[str, str]]:
 
 
 def wait_until(
-    condition: Callable[[], bool], timeout_s: float, describe: Callable[[], str]
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str | Callable[[], str],
+    poll_s: float = 1.0,
 ) -> None:
-    """Poll instead of blocking in submitit so that a stuck job fails with its logs attached."""
+    """Poll `condition` until it holds; past `timeout_s`, fail the test naming what it waited for.
+
+    `what` is that description, or a callable that returns it at the deadline, so that it can carry
+    the state of things then (sacct, `status`, log tails). Polling, rather than blocking in
+    submitit or sleeping a fixed time, lets a stuck job fail with its logs attached.
+    """
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f} s\n{describe()}", pytrace=False)
-        time.sleep(1)
+            description = what() if callable(what) else what
+            pytest.fail(
+                f"timed out after {timeout_s:.0f} s waiting for {description}", pytrace=False
+            )
+        time.sleep(poll_s)
 
 
 def final_state(job_id: str, timeout_s: float = 30) -> str:
@@ -67,6 +78,6 @@ def final_state(job_id: str, timeout_s: float = 30) -> str:
     wait_until(
         lambda: last_state() not in pending,
         timeout_s,
-        lambda: f"sacct history of job {job_id}: {sacct_history(job_id)}",
+        lambda: f"a final state of job {job_id} in sacct; its history: {sacct_history(job_id)}",
     )
     return last_state()

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = ["--model", "tiny-qwen2.5-vl", "--cluster", "local-slurm", "--time", "00:05:00"]
-SHORT = ["--set", "train.max_steps=3", "--set", "train.save_every=3"]
+SHORT = ["--set", "train.max_steps=3", "--set", "train.save_steps=3"]
 DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
 
 
@@ -59,16 +58,18 @@ def wait_for(target: Path, timeout_s: float) -> None:
         lambda: all(s in DONE for s in states(target)),
         timeout_s,
         lambda: (
-            launch("status", str(target)).stdout + launch("logs", str(target), "--stderr").stdout
+            f"every job of {target.name} to end; `status` and `logs --stderr` say:\n"
+            + launch("status", str(target)).stdout
+            + launch("logs", str(target), "--stderr").stdout
         ),
     )
 
 
 def prebuild_shared_inputs() -> None:
     """Build the tiny model and synthetic data once here, not in every job at the same moment."""
-    from vqa_r1.config import load_config
     from vqa_r1.data.datasets import dataset_dir
     from vqa_r1.models.loading import load_model
+    from vqa_r1.recipes import load_config
 
     config = load_config("sft", "tiny-qwen2.5-vl")
     dataset_dir(config.data)
@@ -193,14 +194,17 @@ def test_cancel_stops_a_running_job(submitted, tmp_path):
     wait_until(
         lambda: states(run) == ["RUNNING"],
         240,
-        lambda: launch("status", str(run)).stdout,
+        lambda: f"the job to run; `status` says:\n{launch('status', str(run)).stdout}",
     )
     message = launched("cancel", str(run))
     job_id = json.loads((run / "jobs.json").read_text())["jobs"][0]["job_id"]
     assert f"cancelled job {job_id} (long, was RUNNING)" in message, message
     assert final_state(job_id, timeout_s=60).startswith("CANCELLED")  # "CANCELLED by 0"
-    time.sleep(1)
-    assert states(run) == ["CANCELLED"]
+    wait_until(
+        lambda: states(run) == ["CANCELLED"],
+        30,
+        lambda: f"`status` to say CANCELLED; it says {states(run)}",
+    )
     assert "nothing to cancel" in launched("cancel", job_id)
 
 

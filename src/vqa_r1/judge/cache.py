@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from vqa_r1.io import atomic_write_text
 
 CACHE_ENV = "VQA_R1_JUDGE_CACHE"
 
@@ -62,35 +63,15 @@ class VerdictCache:
                 entry = json.load(handle)
         except FileNotFoundError:
             return None
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
             return None  # unreadable entries are re-judged, never trusted
         return entry if isinstance(entry, dict) and "verdict" in entry else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        path = self._path(key)
-        atomic_write_text(path, json.dumps(entry, ensure_ascii=False, sort_keys=True))
+        # no fsync: it cost ~5 ms per verdict on the event loop, and after an OS crash a torn entry
+        # fails to parse and is simply judged again (``get`` never trusts what it cannot read)
+        text = json.dumps(entry, ensure_ascii=False, sort_keys=True)
+        atomic_write_text(self._path(key), text, fsync=False)
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and ``os.replace`` it into place.
-
-    The rename makes a killed process harmless. There is deliberately no fsync: it cost ~5 ms per
-    verdict on the event loop, and after an OS crash a torn entry fails to parse and is simply
-    judged again (``VerdictCache.get`` never trusts what it cannot read).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

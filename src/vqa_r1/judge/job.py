@@ -10,68 +10,123 @@ job script first starts an OpenAI-compatible vLLM server on the job's GPU and wa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlparse
 
 from vqa_r1.errors import UserError
+from vqa_r1.io import atomic_write_text
 from vqa_r1.judge.batch import BatchJudge, BatchReport
-from vqa_r1.judge.cache import VerdictCache, atomic_write_text, default_cache_dir
+from vqa_r1.judge.cache import CACHE_ENV, VerdictCache, default_cache_dir
 from vqa_r1.judge.client import OpenAIJudgeClient, Redactor, RetryPolicy
 from vqa_r1.judge.cost import DEFAULT_OUTPUT_TOKENS, Budget, price_for
 from vqa_r1.judge.heuristic import HEURISTIC_ID
+from vqa_r1.judge.options import add_options, cli_option, flag_of, values_from_args
 from vqa_r1.judge.prompts import load_prompt
 from vqa_r1.judge.responses import JudgeItem, load_items, load_questions, parse_named_files
+from vqa_r1.models.serving import PORT_BASE, PORT_SPAN, PORT_VAR, vllm_server_lines
 
 log = logging.getLogger("vqa_r1.judge")
 
-BACKENDS = ("openai", "heuristic")
+Backend = Literal["openai", "heuristic"]
+BACKENDS: tuple[str, ...] = typing.get_args(Backend)
 BASE_URL_ENV = "VQA_R1_JUDGE_BASE_URL"  # exported by the vLLM set-up lines inside a job
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+VLLM_GROUP = "open judge on the job's GPU (vLLM)"
 
 
 @dataclass
 class JudgeJobConfig:
-    """Everything a judge run needs; no secret (the key is read from the environment at run time)."""
+    """Everything a judge run needs; no secret (the key is read from the environment at run time).
 
-    responses: list[tuple[str, str]]
-    out: str
-    judge_model: str | None = None
-    backend: str = "openai"
-    base_url: str | None = None
-    prompt: str = "taxonomy"
-    temperature: float | None = None
-    concurrency: int = 8
-    limit: int | None = None
-    questions: str | None = None
-    cache_dir: str | None = None
-    use_cache: bool = True
-    timeout: float = 120.0
-    max_attempts: int = 6
-    json_attempts: int = 3
-    backoff_base: float = 1.0
-    backoff_max: float = 60.0
-    max_cost: float | None = None
-    price_in: float | None = None
-    price_out: float | None = None
-    est_output_tokens: int = DEFAULT_OUTPUT_TOKENS
-    max_tokens: int | None = None
-    json_mode: bool = True
-    dry_run: bool = False
-    api_key_env: str = "OPENAI_API_KEY"
-    env_file: str = ".env"
-    log_file: str | None = None
-    progress_every: float = 10.0
-    vllm_model: str | None = None
-    vllm_served_name: str | None = None
-    vllm_port: int | None = None
-    vllm_args: list[str] = field(default_factory=list)
-    vllm_startup_timeout: int = 1200
+    Each field is also a flag of ``vqa-r1 judge run`` (``--field-name``, or the ``flag`` given);
+    the vLLM fields are flags of the launcher's ``judge`` only.
+    """
+
+    responses: list[tuple[str, str]] = cli_option(
+        help="a generated_responses.json (or JSONL) per model; repeat", metavar="NAME=FILE"
+    )
+    out: str = cli_option(help="alignment checks JSON to write")
+    judge_model: str | None = cli_option(
+        None, help="judge model name at the endpoint, e.g. o4-mini"
+    )
+    backend: Backend = cli_option(
+        "openai", help="openai: any OpenAI-compatible endpoint; heuristic: offline rules"
+    )
+    base_url: str | None = cli_option(None, help="OpenAI-compatible endpoint (default: OpenAI's)")
+    prompt: str = cli_option(
+        "taxonomy", help="taxonomy|simple (newest version), NAME_vN, or a template file"
+    )
+    temperature: float | None = cli_option(
+        None, help="sent only when given (o-series models accept only their default)"
+    )
+    concurrency: int = cli_option(8, help="requests in flight", minimum=1)
+    limit: int | None = cli_option(None, help="first N items of each model", minimum=1)
+    questions: str | None = cli_option(
+        None,
+        help="claims by index when the responses carry none "
+        "(the study's checks file, a dataset export with 'caption', a list)",
+    )
+    cache_dir: str | None = cli_option(
+        None, help=f"verdict cache (default: ${CACHE_ENV}, else ~/.cache/vqa-r1/judge)"
+    )
+    use_cache: bool = cli_option(
+        True, flag="--no-cache", help="neither read nor write the verdict cache"
+    )
+    timeout: float = cli_option(120.0, help="seconds per request")
+    max_attempts: int = cli_option(6, help="requests per item on 429/5xx/timeouts", minimum=1)
+    json_attempts: int = cli_option(
+        3, help="requests per item whose reply is not a valid verdict", minimum=1
+    )
+    backoff_base: float = cli_option(1.0, help="first backoff, seconds")
+    backoff_max: float = cli_option(60.0, help="longest backoff, seconds")
+    max_cost: float | None = cli_option(None, help="stop requesting at this many USD")
+    price_in: float | None = cli_option(None, help="USD per 1M input tokens")
+    price_out: float | None = cli_option(None, help="USD per 1M output tokens")
+    est_output_tokens: int = cli_option(
+        DEFAULT_OUTPUT_TOKENS, help="output tokens assumed per request by --dry-run and --max-cost"
+    )
+    max_tokens: int | None = cli_option(None, help="max_completion_tokens")
+    json_mode: bool = cli_option(
+        True,
+        flag="--no-json-mode",
+        help="do not send response_format=json_object (servers without it)",
+    )
+    dry_run: bool = cli_option(False, help="estimate tokens and cost only")
+    api_key_env: str = cli_option(
+        "OPENAI_API_KEY", help="environment variable (or .env entry) holding the API key"
+    )
+    env_file: str = cli_option(".env", help="dotenv file read for the key")
+    log_file: str | None = cli_option(None, help="also log here (secrets are redacted)")
+    progress_every: float = cli_option(10.0, flag=False, help="seconds between progress lines")
+    vllm_model: str | None = cli_option(
+        None, group=VLLM_GROUP, help="HF model id or path served by vLLM in the job"
+    )
+    vllm_served_name: str | None = cli_option(
+        None, group=VLLM_GROUP, help="name the server exposes (default: the model)"
+    )
+    vllm_port: int | None = cli_option(
+        None,
+        group=VLLM_GROUP,
+        help=f"default: {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}, to avoid clashes",
+    )
+    vllm_args: list[str] = cli_option(
+        default_factory=list,
+        flag="--vllm-arg",
+        group=VLLM_GROUP,
+        help="extra argument for `vllm serve`, e.g. --vllm-arg=--max-model-len=8192; repeat",
+    )
+    vllm_startup_timeout: int = cli_option(
+        1200, group=VLLM_GROUP, help="seconds to wait for the server's /v1/models"
+    )
 
     @property
     def model_name(self) -> str:
@@ -84,57 +139,13 @@ class JudgeJobConfig:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``vqa-r1 judge run`` (also part of the launcher's ``judge``)."""
-    parser.add_argument("--responses", action="append", required=True, metavar="NAME=FILE",
-                        help="a generated_responses.json (or JSONL) per model; repeat")  # fmt: skip
-    parser.add_argument("--out", required=True, help="alignment checks JSON to write")
-    parser.add_argument("--judge-model", help="judge model name at the endpoint, e.g. o4-mini")
-    parser.add_argument("--backend", choices=BACKENDS, default="openai",
-                        help="openai: any OpenAI-compatible endpoint; heuristic: offline rules")  # fmt: skip
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OpenAI's)")
-    parser.add_argument("--prompt", default="taxonomy",
-                        help="taxonomy|simple (newest version), NAME_vN, or a template file")  # fmt: skip
-    parser.add_argument("--temperature", type=float, default=None,
-                        help="sent only when given (o-series models accept only their default)")  # fmt: skip
-    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    parser.add_argument("--limit", type=int, default=None, help="first N items of each model")
-    parser.add_argument("--questions", help="claims by index when the responses carry none "
-                        "(the study's checks file, a dataset export with 'caption', a list)")  # fmt: skip
-    parser.add_argument("--cache-dir", help=f"verdict cache (default {default_cache_dir()})")
-    parser.add_argument("--no-cache", dest="use_cache", action="store_false")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    parser.add_argument("--max-attempts", type=int, default=6,
-                        help="requests per item on 429/5xx/timeouts")  # fmt: skip
-    parser.add_argument("--json-attempts", type=int, default=3,
-                        help="requests per item whose reply is not a valid verdict")  # fmt: skip
-    parser.add_argument("--backoff-base", type=float, default=1.0, help="first backoff, seconds")
-    parser.add_argument("--backoff-max", type=float, default=60.0, help="longest backoff")
-    parser.add_argument("--max-cost", type=float, default=None, help="stop requesting at USD")
-    parser.add_argument("--price-in", type=float, default=None, help="USD per 1M input tokens")
-    parser.add_argument("--price-out", type=float, default=None, help="USD per 1M output tokens")
-    parser.add_argument("--est-output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
-                        help="output tokens assumed per request by --dry-run and --max-cost")  # fmt: skip
-    parser.add_argument("--max-tokens", type=int, default=None, help="max_completion_tokens")
-    parser.add_argument("--no-json-mode", dest="json_mode", action="store_false",
-                        help="do not send response_format=json_object (servers without it)")  # fmt: skip
-    parser.add_argument("--dry-run", action="store_true", help="estimate tokens and cost only")
-    parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                        help="environment variable (or .env entry) holding the API key")  # fmt: skip
-    parser.add_argument("--env-file", default=".env", help="dotenv file read for the key")
-    parser.add_argument("--log-file", help="also log here (secrets are redacted)")
+    add_options(parser, JudgeJobConfig)
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """``judge run``'s options plus an optional vLLM judge server started inside the job."""
     add_run_arguments(parser)
-    group = parser.add_argument_group("open judge on the job's GPU (vLLM)")
-    group.add_argument("--vllm-model", help="HF model id or path served by vLLM in the job")
-    group.add_argument("--vllm-served-name", help="name the server exposes (default: the model)")
-    group.add_argument("--vllm-port", type=int, default=None,
-                       help="default: 20000 + SLURM_JOB_ID %% 10000, to avoid clashes")  # fmt: skip
-    group.add_argument("--vllm-arg", dest="vllm_args", action="append", default=[],
-                       help="extra argument for `vllm serve`, e.g. --vllm-arg=--max-model-len=8192")  # fmt: skip
-    group.add_argument("--vllm-startup-timeout", type=int, default=1200,
-                       help="seconds to wait for the server's /v1/models")  # fmt: skip
+    add_options(parser.add_argument_group(VLLM_GROUP), JudgeJobConfig, VLLM_GROUP)
 
 
 def _is_local(url: str | None) -> bool:
@@ -143,56 +154,24 @@ def _is_local(url: str | None) -> bool:
 
 def config_from_args(args: argparse.Namespace) -> JudgeJobConfig:
     """Build and validate a config where mistakes are cheap to fix (the login node)."""
-    pairs = parse_named_files(args.responses, "--responses")
-    config = JudgeJobConfig(
-        responses=[(name, str(path)) for name, path in pairs],
-        out=args.out,
-        judge_model=args.judge_model,
-        backend=args.backend,
-        base_url=args.base_url,
-        prompt=args.prompt,
-        temperature=args.temperature,
-        concurrency=args.concurrency,
-        limit=args.limit,
-        questions=args.questions,
-        cache_dir=args.cache_dir,
-        use_cache=args.use_cache,
-        timeout=args.timeout,
-        max_attempts=args.max_attempts,
-        json_attempts=args.json_attempts,
-        backoff_base=args.backoff_base,
-        backoff_max=args.backoff_max,
-        max_cost=args.max_cost,
-        price_in=args.price_in,
-        price_out=args.price_out,
-        est_output_tokens=args.est_output_tokens,
-        max_tokens=args.max_tokens,
-        json_mode=args.json_mode,
-        dry_run=args.dry_run,
-        api_key_env=args.api_key_env,
-        env_file=args.env_file,
-        log_file=args.log_file,
-        vllm_model=getattr(args, "vllm_model", None),
-        vllm_served_name=getattr(args, "vllm_served_name", None),
-        vllm_port=getattr(args, "vllm_port", None),
-        vllm_args=list(getattr(args, "vllm_args", None) or []),
-        vllm_startup_timeout=getattr(args, "vllm_startup_timeout", 1200),
-    )
+    values = values_from_args(args, JudgeJobConfig)
+    pairs = parse_named_files(values["responses"], "--responses")
+    values["responses"] = [(name, str(path)) for name, path in pairs]
+    config = JudgeJobConfig(**values)
     validate(config)
     return config
 
 
 def validate(config: JudgeJobConfig) -> None:
+    """Every check that needs no request: values, files, prompt, prices and the API key."""
     if config.backend not in BACKENDS:
         raise UserError(f"--backend {config.backend}: use one of {', '.join(BACKENDS)}")
     if config.backend == "openai" and not config.model_name:
         raise UserError("--judge-model is required (e.g. --judge-model o4-mini)")
-    if config.concurrency < 1:
-        raise UserError("--concurrency must be at least 1")
-    if config.limit is not None and config.limit < 1:
-        raise UserError("--limit must be at least 1")
-    if config.max_attempts < 1 or config.json_attempts < 1:
-        raise UserError("--max-attempts and --json-attempts must be at least 1")
+    for field in dataclasses.fields(config):
+        minimum, value = field.metadata.get("minimum"), getattr(config, field.name)
+        if minimum is not None and value is not None and value < minimum:
+            raise UserError(f"{flag_of(field)} must be at least {minimum}, got {value}")
     if config.max_cost is not None and config.max_cost <= 0:
         raise UserError("--max-cost must be positive")
     if config.vllm_model and config.backend != "openai":
@@ -360,39 +339,22 @@ def write_records(out: str, report: BatchReport, redact: Redactor) -> None:
 
 def server_setup_lines(config: JudgeJobConfig) -> list[str]:
     """Shell lines for the job script: start ``vllm serve`` in the background, stop it when the
-    job ends, and wait until ``/v1/models`` answers (or fail fast if the server dies)."""
+    job ends, wait until ``/v1/models`` answers (or fail fast if the server dies), and export its
+    URL for ``build_batch``."""
     if not config.vllm_model:
         return []
-    served = config.vllm_served_name or config.judge_model or config.vllm_model
     out_dir = Path(config.out).resolve().parent
-    server_log = shlex.quote(str(out_dir / "vllm_judge_server.log"))
-    port = str(config.vllm_port) if config.vllm_port else "$((20000 + ${SLURM_JOB_ID:-0} % 10000))"
-    extra = " ".join(shlex.quote(a) for a in config.vllm_args)
-    serve = (
-        f'vllm serve {shlex.quote(config.vllm_model)} --host 127.0.0.1 --port "$VQA_R1_VLLM_PORT" '
-        f"--served-model-name {shlex.quote(served)}"
-    )
-    if extra:
-        serve += f" {extra}"
-    timeout = int(config.vllm_startup_timeout)
     return [
         "# open judge: an OpenAI-compatible vLLM server on this node, stopped when the job ends",
         f"mkdir -p {shlex.quote(str(out_dir))}",
-        f"VQA_R1_VLLM_PORT={port}",
-        f'export {BASE_URL_ENV}="http://127.0.0.1:$VQA_R1_VLLM_PORT/v1"',
-        f"{serve} > {server_log} 2>&1 &",
-        "VQA_R1_VLLM_PID=$!",
-        "trap 'kill $VQA_R1_VLLM_PID 2>/dev/null || true' EXIT",
-        f"VQA_R1_VLLM_DEADLINE=$((SECONDS + {timeout}))",
-        f'until curl -sf "${BASE_URL_ENV}/models" > /dev/null 2>&1; do',
-        "  if ! kill -0 $VQA_R1_VLLM_PID 2>/dev/null; then",
-        f'    echo "vLLM judge server exited during start-up; last lines of {server_log}:" >&2',
-        f"    tail -n 40 {server_log} >&2; exit 1",
-        "  fi",
-        "  if [ $SECONDS -ge $VQA_R1_VLLM_DEADLINE ]; then",
-        f'    echo "vLLM judge server not healthy after {timeout}s; see {server_log}" >&2; exit 1',
-        "  fi",
-        "  sleep 1",
-        "done",
-        f'echo "vLLM judge server ready at ${BASE_URL_ENV}" >&2',
+        *vllm_server_lines(
+            config.vllm_model,
+            port=config.vllm_port,
+            served_name=config.vllm_served_name or config.judge_model or config.vllm_model,
+            extra_args=config.vllm_args,
+            log_file=shlex.quote(str(out_dir / "vllm_judge_server.log")),
+            startup_timeout=config.vllm_startup_timeout,
+            label="vLLM judge server",
+        ),
+        f'export {BASE_URL_ENV}="http://127.0.0.1:${PORT_VAR}/v1"',
     ]

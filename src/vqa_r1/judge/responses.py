@@ -18,6 +18,7 @@ from typing import Any
 
 from vqa_r1.answers import label_of
 from vqa_r1.errors import UserError
+from vqa_r1.io import read_jsonl
 
 _ANSWER_MARK = "\nAnswer:"
 _ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
@@ -77,7 +78,7 @@ def display_label(reference: object) -> str:
 
 
 def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """A JSON list or JSONL file of objects; errors name the file and the line."""
+    """A JSON list or JSONL file of objects; errors name the file (and the line of a JSONL file)."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: file not found")
@@ -85,22 +86,12 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
     stripped = text.lstrip()
     if not stripped:
         raise UserError(f"{path}: file is empty")
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}: not valid JSON ({err})") from None
-    else:
-        data = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                data.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise UserError(f"{path}:{number}: not valid JSON ({err})") from None
-    if isinstance(data, dict) and isinstance(data.get("records"), list):
-        data = data["records"]
+    if not stripped.startswith("["):
+        return read_jsonl(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise UserError(f"{path}: expected a JSON list of objects (or JSONL)")
     return data

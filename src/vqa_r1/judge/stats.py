@@ -16,12 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vqa_r1.answers import is_correct
 from vqa_r1.errors import UserError
 from vqa_r1.judge.prompts import TYPES
 from vqa_r1.judge.responses import REFERENCE_FIELDS, RESPONSE_FIELDS, load_records
+from vqa_r1.typed_config import build, load_mapping, option
 
 FORMATS = ("markdown", "csv", "latex", "json")
 UNSPECIFIED = "unspecified"
@@ -165,33 +164,48 @@ class StatsSet:
     responses: list[tuple[str, Path]]
 
 
+@dataclass
+class StatsSetEntry:
+    """A set as written in the YAML file (paths relative to the file's data root)."""
+
+    name: str = option(help="the set's title in the tables, e.g. a split")
+    checks: str = option(help="alignment checks JSON (the study's or ours)")
+    responses: dict[str, str] = option(help="model name -> its responses file (accuracy)")
+
+
+@dataclass
+class StatsFile:
+    """``vqa-r1 judge stats --config FILE``: several sets, e.g. the study's three splits."""
+
+    sets: list[dict[str, Any]] = option(help="the sets, each with name, checks and responses")
+    data_root: str = option(
+        ".", help="root of the sets' paths, relative to this file (--data-root overrides it)"
+    )
+
+
 def load_config(path: Path, data_root: Path | None = None) -> list[StatsSet]:
     """A YAML list of sets; paths are relative to ``data_root`` (the config's own ``data_root``,
     itself relative to the config file, unless overridden on the command line)."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"--config {path}: file not found") from None
-    except yaml.YAMLError as err:
-        raise UserError(f"--config {path}: not valid YAML ({err})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("sets"), list):
-        raise UserError(f"--config {path}: expected a mapping with a 'sets' list")
+    label = f"--config {path}"
+    mapping = load_mapping(path, "--config")
+    if "sets" not in mapping:
+        raise UserError(f"{label}: expected a mapping with a 'sets' list")
+    config = build(StatsFile, mapping, f"{label}:")
     if data_root is None:
-        data_root = (path.parent / str(raw.get("data_root", "."))).resolve()
+        data_root = (path.parent / config.data_root).resolve()
     sets = []
-    for number, entry in enumerate(raw["sets"]):
-        where = f"--config {path}: sets[{number}]"
-        if not isinstance(entry, dict) or not {"name", "checks", "responses"} <= entry.keys():
-            raise UserError(f"{where} needs 'name', 'checks' and 'responses'")
-        responses = entry["responses"]
-        if not isinstance(responses, dict) or not responses:
+    for number, raw in enumerate(config.sets):
+        where = f"{label}: sets[{number}]"
+        entry = build(StatsSetEntry, raw, where)
+        if not entry.responses:
             raise UserError(f"{where}.responses must map model names to files")
-        checks = data_root / str(entry["checks"])
-        pairs = [(str(name), data_root / str(file)) for name, file in responses.items()]
+        checks = data_root / entry.checks
+        pairs = [(name, data_root / str(file)) for name, file in entry.responses.items()]
         for file in [checks, *(p for _, p in pairs)]:
             if not file.is_file():
                 raise UserError(
-                    f"{where}: {file} not found (data root {data_root}; set --data-root)"
+                    f"{where} ({entry.name}): {file} not found (data root {data_root}; "
+                    "set --data-root)"
                 )
-        sets.append(StatsSet(name=str(entry["name"]), checks=checks, responses=pairs))
+        sets.append(StatsSet(name=entry.name, checks=checks, responses=pairs))
     return sets

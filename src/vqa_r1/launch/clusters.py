@@ -31,7 +31,9 @@ class ClusterProfile:
     description: str = option(
         "", help="one line shown in listings", parse=lambda r: "" if r is None else str(r).strip()
     )
-    partition: str | None = option(None, help="sbatch --partition", parse=lambda r: _optional_str(r))
+    partition: str | None = option(
+        None, help="sbatch --partition", parse=lambda r: _optional_str(r)
+    )
     account: str | None = option(None, help="sbatch --account", parse=lambda r: _optional_str(r))
     qos: str | None = option(None, help="sbatch --qos", parse=lambda r: _optional_str(r))
     gpu_type: str | None = option(
@@ -46,7 +48,8 @@ class ClusterProfile:
         None, help="memory per GPU in GB", parse=lambda r: _optional_gb(r)
     )
     cpus_per_task: int = option(
-        1, help="CPUs of a job without GPUs (merge, CPU evaluation, the local cluster)",
+        1,
+        help="CPUs of a job without GPUs (merge, CPU evaluation, the local cluster)",
         parse=lambda r: _count(1)(r),
     )
     mem_gb: float | None = option(

@@ -2,10 +2,18 @@
 
 The launcher records every job it submits in the run directory (`jobs.json`: job id, array index,
 submit time, executor, command, log folder), so a run directory is enough to find its jobs again
-days later. The state comes from SLURM's accounting (`sacct`), which outlives the controller's
-memory of a job; the requeue count from `scontrol` while the job is still known there, else from
-the run's own status.json. A pipeline (`pipeline.json`) or sweep (`sweep.json`) folder shows one
-line per step or element, so a stopped chain says which step failed and which never ran.
+days later. A pipeline (`pipeline.json`) or sweep (`sweep.json`) folder shows one line per step or
+element, so a stopped chain says which step failed and which never ran.
+
+submitit does what it offers for a job another process submitted: `submitit.SlurmJob` and
+`submitit.LocalJob`, built from the log folder and job id, name the logs and scancel, and
+submitit's sacct reader (the one behind `SlurmJob.state`) parses sacct's lines, pending array
+ranges included. Kept here because submitit has no equivalent: one sacct query for all jobs of the
+target with the fields a status line shows (`SlurmJob.state` asks only for JobID, State and
+NodeList); the requeue count from `scontrol` while the controller knows the job, else from the
+run's status.json; the log folder of a job given only by its id (`scontrol`'s StdOut); and the
+state of local jobs, which is the run's own record (a `LocalJob` can only poll or stop a process
+of the Python that started it, so `cancel` leaves them alone).
 """
 
 from __future__ import annotations
@@ -13,12 +21,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import submitit
+
+from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
+from vqa_r1.io import atomic_write_json
 
 JOBS_FILE = "jobs.json"
 PIPELINE_FILE = "pipeline.json"
@@ -50,14 +61,13 @@ def record_job(
     array_index: int | None = None,
 ) -> dict:
     """Append a submitted job to `<run_dir>/jobs.json` (a run may be submitted more than once)."""
-    from vqa_r1.io import atomic_write_json
 
     path = Path(run_dir) / JOBS_FILE
     jobs = read_jobs(run_dir)
     entry = {
         "job_id": str(job_id),
         "array_index": array_index,
-        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "submitted": now_iso(),
         "executor": executor,
         "command": command,
         "log_dir": str(Path(log_dir).resolve()),
@@ -84,40 +94,22 @@ def sacct_command(job_ids: list[str]) -> list[str]:
 
 
 def parse_sacct(text: str) -> dict[str, dict[str, str]]:
-    """`sacct -P -n -X` lines -> {JobID: {field: value}}; "CANCELLED by 0" keeps its detail."""
-    rows: dict[str, dict[str, str]] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        values = line.split("|")
-        if len(values) != len(SACCT_FIELDS):
-            continue
-        row = dict(zip(SACCT_FIELDS, values, strict=True))
-        row["Detail"] = row["State"]
-        row["State"] = row["State"].split()[0] if row["State"] else ""
-        rows[row["JobID"]] = row
-    return rows
+    """`sacct -P -n -X` lines -> {job id: {field: value}}, one key per element of an array.
+
+    submitit's sacct reader splits a pending range such as `12_[1-3%2]` into its elements. State is
+    the first word of sacct's ("CANCELLED by 0"), which Detail keeps whole.
+    """
+    table = submitit.SlurmJob.watcher.read_info("|".join(SACCT_FIELDS) + "\n" + text)
+    return {
+        job_id: {**row, "Detail": row["State"], "State": row["State"].split(" ")[0]}
+        for job_id, row in table.items()
+        if len(row) == len(SACCT_FIELDS)  # not a line of sacct's
+    }
 
 
 def lookup(rows: dict[str, dict[str, str]], job_id: str) -> dict[str, str] | None:
-    """The row of one job or array element, including elements still inside a pending range."""
-    if job_id in rows:
-        return rows[job_id]
-    base, _, index = job_id.partition("_")
-    for key, row in rows.items():
-        match = re.fullmatch(rf"{base}_\[([^\]]+)\]", key)
-        if match and index and _in_range(int(index), match.group(1)):
-            return row
-    return None
-
-
-def _in_range(index: int, spec: str) -> bool:
-    """`0-2%2`, `1,3-4`: SLURM's array index lists."""
-    for part in spec.split("%")[0].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit() and int(low) <= index <= int(high or low):
-            return True
-    return False
+    """The row of one job or array element (`parse_sacct` keys each element of a range)."""
+    return rows.get(job_id)
 
 
 def parse_restarts(scontrol_text: str) -> int | None:
@@ -138,6 +130,8 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def query_sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
+    """One sacct call for all the jobs. Not `SlurmJob.state`: that query (submitit's own, with a
+    class-wide cache) asks for JobID, State and NodeList only, not Elapsed, ExitCode or Start."""
     if not job_ids:
         return {}
     result = _run(sacct_command(job_ids))
@@ -147,7 +141,10 @@ def query_sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
 
 
 def scontrol_show(job_id: str) -> str:
-    """`scontrol show job` text, or "" once the controller has forgotten the job."""
+    """`scontrol show job` text, or "" once the controller has forgotten the job.
+
+    submitit has no equivalent: it reads neither the restart count nor where a job's logs are.
+    """
     result = _run(["scontrol", "show", "job", job_id])
     return result.stdout if result.returncode == 0 else ""
 
@@ -203,7 +200,8 @@ def _entry(label: str, run_dir: Path, job_id: str | None) -> Entry:
 
 
 def job_by_id(job_id: str) -> dict:
-    """A job known only by its id: SLURM must know it; its logs are where scontrol says."""
+    """A job known only by its id: SLURM must know it; its logs are where scontrol says (a
+    submitit job object needs that folder, and submitit cannot find it from the id)."""
     rows = query_sacct([job_id])
     if lookup(rows, job_id) is None:
         raise UserError(f"unknown job id {job_id}: sacct has no record of it")
@@ -352,14 +350,22 @@ def status_report(target: str, as_json: bool = False) -> str:
 # ------------------------------------------------------------------------------- logs
 
 
+def submitit_job(job: dict) -> submitit.Job:
+    """submitit's handle on a recorded job (a folder and an id are all it needs)."""
+    kind = submitit.LocalJob if job.get("executor") == "local" else submitit.SlurmJob
+    return kind(folder=job.get("log_dir") or ".", job_id=str(job["job_id"]))
+
+
 def log_path(job: dict, stderr: bool = False) -> Path | None:
-    """submitit's log of task 0: `<id>_0_log.out` (`<array>_<index>_0_log.out` in an array)."""
+    """The log submitit writes for task 0 of a recorded job; None without a log folder."""
     if not job or not job.get("log_dir"):
         return None
-    return Path(job["log_dir"]) / f"{job['job_id']}_0_log.{'err' if stderr else 'out'}"
+    paths = submitit_job(job).paths
+    return paths.stderr if stderr else paths.stdout
 
 
 def tail(path: Path, lines: int) -> str:
+    # not Job.stdout(): it decodes strictly, and a job killed mid-write can end its log mid-character
     text = path.read_text(errors="replace").splitlines()
     return "\n".join(text[-lines:]) if lines > 0 else "\n".join(text)
 
@@ -383,33 +389,31 @@ def logs_report(target: str, lines: int = 40, stderr: bool = False) -> str:
 
 
 def cancel(target: str) -> str:
-    """scancel every job of the target that has not finished; say what was cancelled."""
+    """scancel every SLURM job of the target that has not finished; say what was cancelled."""
     _, entries = resolve_target(target)
     statuses = collect_status(entries)
-    done, local, to_cancel = [], [], []
+    lines, done, local, failed = [], [], [], []
     for entry, status in zip(entries, statuses, strict=True):
         if not entry.job:
             continue
+        job_id = entry.job["job_id"]
         if entry.job.get("executor") == "local":
-            local.append(f"{entry.label} (local pid {entry.job['job_id']}: stop it with kill)")
+            local.append(f"{entry.label} (local pid {job_id}: stop it with kill)")
         elif status.state in FINAL_STATES:
-            done.append(f"{entry.label} (job {entry.job['job_id']}, {status.state})")
+            done.append(f"{entry.label} (job {job_id}, {status.state})")
         else:
-            to_cancel.append((entry, status))
-    lines = []
-    if to_cancel:
-        ids = [entry.job["job_id"] for entry, _ in to_cancel]
-        result = _run(["scancel", *ids])
-        if result.returncode != 0:
-            raise UserError(f"scancel {' '.join(ids)} failed: {result.stderr.strip()}")
-        lines += [
-            f"cancelled job {entry.job['job_id']} ({entry.label}, was {status.state})"
-            for entry, status in to_cancel
-        ]
+            try:
+                submitit_job(entry.job).cancel(check=True)
+            except (OSError, subprocess.CalledProcessError) as err:
+                failed.append(f"scancel {job_id} ({entry.label}) failed: {err}")
+                continue
+            lines.append(f"cancelled job {job_id} ({entry.label}, was {status.state})")
+    if not lines and not failed:
+        lines.append(f"nothing to cancel in {target}")
     if done:
         lines.append("already finished, not cancelled: " + ", ".join(done))
     if local:
         lines.append("not SLURM jobs: " + ", ".join(local))
-    if not to_cancel:
-        lines.insert(0, f"nothing to cancel in {target}")
+    if failed:
+        raise UserError("\n".join(lines + failed))
     return "\n".join(lines)

@@ -8,13 +8,15 @@ and the run directory with its resolved config is written. The job only reads th
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.clock import run_stamp
 from vqa_r1.errors import UserError
+from vqa_r1.launch.clusters import load_cluster, parse_slurm_time, to_submitit_params
+from vqa_r1.launch.sbatch_preview import render
 from vqa_r1.launch.task import Task
 
 
@@ -37,7 +39,7 @@ def snapshot_code(run_dir: Path) -> Path:
     import vqa_r1
 
     package = Path(vqa_r1.__file__).parent
-    target = run_dir / "code" / time.strftime("%Y%m%d-%H%M%S")
+    target = run_dir / "code" / run_stamp()
     shutil.copytree(
         package, target / "vqa_r1", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
@@ -89,13 +91,12 @@ def default_cluster() -> str:
 
 
 def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
-    from vqa_r1.launch.clusters import load_cluster, parse_slurm_time, to_submitit_params
 
     profile = load_cluster(request.cluster or default_cluster())
     res = request.resources
     minutes = parse_slurm_time(res.time)
-    if profile.max_time_min is not None and minutes > profile.max_time_min:
-        minutes = profile.max_time_min  # a longer run is several jobs joined by requeueing
+    if profile.max_time is not None and minutes > profile.max_time:
+        minutes = profile.max_time  # a longer run is several jobs joined by requeueing
     params = to_submitit_params(
         profile, gpus=res.gpus, nodes=res.nodes, time_minutes=minutes, cpus=res.cpus, mem=res.mem_gb
     )
@@ -143,25 +144,19 @@ def dry_run_text(request: LaunchRequest) -> str:
         request.setup = (
             snapshot_setup(Path(request.task.run_dir) / "code" / "SUBMISSION_TIME") + request.setup
         )
-    params = slurm_parameters(request)
-    folder = Path(tempfile.mkdtemp(prefix="vqa-r1-dryrun-"))
-    try:
-        inner = make_executor("slurm", folder, params)._executor
-        text = inner._make_submission_file_text(inner._submitit_command_str, "DRYRUN")
-        text = text.replace(str(folder), str(Path(request.task.run_dir) / "jobs"))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    return text
+    return render(
+        make_executor("slurm", Path(request.task.run_dir) / "jobs", slurm_parameters(request))
+    )
 
 
 def submit(request: LaunchRequest, log_dir: Path) -> Any:
     kind = pick_executor(request.executor)
-    request.task.extra["max_requeues"] = request.max_requeues
+    request.task.max_requeues = request.max_requeues
     if kind == "slurm" and request.snapshot:
         request.setup = snapshot_setup(snapshot_code(Path(request.task.run_dir))) + request.setup
     params = slurm_parameters(request) if kind == "slurm" else {}
     if kind == "slurm":
-        request.task.extra["signal_delay_s"] = params.get("slurm_signal_delay_s")
+        request.task.signal_delay_s = params.get("slurm_signal_delay_s")
     log_dir.mkdir(parents=True, exist_ok=True)
     executor = make_executor(kind, log_dir, params)
     job = executor.submit(request.task)

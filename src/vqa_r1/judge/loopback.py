@@ -1,6 +1,8 @@
-"""A loopback OpenAI-compatible chat-completions server for tests and the benchmark.
+"""A local fake of an OpenAI-compatible chat-completions server, for tests and benchmarks.
 
-It answers ``POST /v1/chat/completions`` and ``GET /v1/models`` like a real endpoint, with
+Not a judge: verdicts come from a rule (``default_verdict``), served on 127.0.0.1 at a free port
+by a background thread of the calling process (``with LoopbackOpenAI() as server: ...``, then
+``server.base_url``). It answers ``POST /v1/chat/completions`` and ``GET /v1/models`` like a real endpoint, with
 injectable latency and faults, and records every request so that tests can count exactly what the
 judge sent (and prove the openai client's own retries are off). Faults: ``429`` (with
 Retry-After), ``500``, ``hang`` (no answer until past the client's timeout), ``malformed_body``
@@ -60,6 +62,7 @@ class LoopbackOpenAI:
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._hanging = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LoopbackOpenAI:
@@ -119,6 +122,11 @@ class LoopbackOpenAI:
     def count(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    def hanging(self) -> int:
+        """Requests with the ``hang`` fault still being held (not yet past ``hang_seconds``)."""
+        with self._lock:
+            return self._hanging
 
     # -- behaviour ---------------------------------------------------------------------------
     def _choose_fault(self, number: int, claim: str) -> str | None:
@@ -192,7 +200,13 @@ class LoopbackOpenAI:
             auth = handler.headers.get("Authorization", "")
             self._send_json(handler, 500, {"error": {"message": f"bad upstream for {auth}"}})
         elif fault == "hang":
-            self._stop.wait(self.hang_seconds)
+            with self._lock:
+                self._hanging += 1
+            try:
+                self._stop.wait(self.hang_seconds)
+            finally:
+                with self._lock:
+                    self._hanging -= 1
             handler.close_connection = True
         elif fault == "malformed_body":
             data = b'{"id": "chatcmpl-x", "choices": [ {"message": oops'

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from vqa_r1.answers import ANSWER_RULES
 from vqa_r1.errors import UserError
+from vqa_r1.judge import agreement, stats
+from vqa_r1.judge.job import add_run_arguments, config_from_args, run_job
+from vqa_r1.judge.responses import load_records, parse_named_files
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from vqa_r1.judge.job import add_run_arguments
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "judge") -> None:
 
     sub = parser.add_subparsers(dest="judge_command", metavar="COMMAND")
     sub.required = True
@@ -50,8 +52,6 @@ def _emit(text: str, out: str | None) -> None:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from vqa_r1.judge import stats
-    from vqa_r1.judge.responses import load_records, parse_named_files
 
     if args.config:
         if args.checks or args.responses:
@@ -97,7 +97,6 @@ def _run_stats(args: argparse.Namespace) -> int:
 
 
 def _run_agreement(args: argparse.Namespace) -> int:
-    from vqa_r1.judge import agreement
 
     result = agreement.compute(
         Path(args.judge), Path(args.human), args.judge_field, args.human_field
@@ -108,8 +107,6 @@ def _run_agreement(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.judge_command == "run":
-        from vqa_r1.judge.job import config_from_args, run_job
-
         return run_job(config_from_args(args))
     if args.judge_command == "stats":
         return _run_stats(args)

@@ -1,0 +1,95 @@
+"""Shell lines that start a vLLM server inside a job script and wait until it answers.
+
+Two jobs start one: an open LLM judge (``vllm serve``, OpenAI-compatible; vqa_r1.judge.job) and
+GRPO's generation server (``trl vllm-serve``; vqa_r1.launch.distributed). Both take the port from
+the SLURM job id, so that jobs sharing a node rarely collide, and neither may let the job go on
+before the server answers, nor sit out the whole deadline once the server has died.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Literal
+
+PORT_VAR = "VQA_R1_VLLM_PORT"  # the shell variable holding the port in the job script
+PORT_BASE = 20000
+PORT_SPAN = 10000
+HEALTH_PATHS = {"vllm": "/v1/models", "trl": "/health/"}
+
+
+def job_port(job_id: int) -> int:
+    """The default port of job ``job_id``: ``20000 + job_id % 10000``."""
+    return PORT_BASE + job_id % PORT_SPAN
+
+
+def port_expression(port: int | None = None) -> str:
+    """``port`` when given, else ``job_port`` as shell arithmetic on ``$SLURM_JOB_ID`` (0 when
+    unset, e.g. under the local executor)."""
+    if port:
+        return str(int(port))
+    return f"$(({PORT_BASE} + ${{SLURM_JOB_ID:-0}} % {PORT_SPAN}))"
+
+
+def vllm_server_lines(
+    model: str,
+    *,
+    port: int | None = None,
+    launcher: Literal["vllm", "trl"] = "vllm",
+    host: str | None = "127.0.0.1",
+    served_name: str | None = None,
+    extra_args: Sequence[str] = (),
+    gpus: str | None = None,
+    log_file: str = '"vllm-${SLURM_JOB_ID:-0}.log"',
+    startup_timeout: int = 1200,
+    label: str = "vLLM server",
+) -> list[str]:
+    """Shell lines: export ``$VQA_R1_VLLM_PORT``, start the server in the background, stop it when
+    the script exits, and wait until it answers on 127.0.0.1 (exit 1 with the log's tail if it dies
+    first, or with a message after ``startup_timeout`` seconds).
+
+    ``launcher``: ``vllm`` runs ``vllm serve MODEL`` (OpenAI-compatible, health on /v1/models);
+    ``trl`` runs ``trl vllm-serve --model MODEL`` (TRL's generation server, health on /health/).
+    ``host``: the address bound (None: the server's default, all interfaces for TRL's).
+    ``served_name``: the model name the OpenAI API exposes (``vllm`` only). ``gpus``: the
+    CUDA_VISIBLE_DEVICES of the server alone. ``log_file`` is a shell word, quoted by the caller
+    (it may use variables, as the default does; the lines keep it in ``$VQA_R1_VLLM_LOG``). Every
+    other value is quoted here.
+    """
+    if launcher not in HEALTH_PATHS:
+        raise ValueError(f"launcher {launcher!r}: use one of {', '.join(HEALTH_PATHS)}")
+    if launcher == "vllm":
+        command = ["vllm", "serve", shlex.quote(model)]
+    else:
+        command = ["trl", "vllm-serve", "--model", shlex.quote(model)]
+    if host:
+        command += ["--host", shlex.quote(host)]
+    command += ["--port", f'"${PORT_VAR}"']
+    if served_name:
+        if launcher != "vllm":
+            raise ValueError("served_name needs launcher='vllm'")
+        command += ["--served-model-name", shlex.quote(served_name)]
+    command += [shlex.quote(a) for a in extra_args]
+    if gpus is not None:
+        command.insert(0, f"CUDA_VISIBLE_DEVICES={shlex.quote(gpus)}")
+    health = f"http://127.0.0.1:${PORT_VAR}{HEALTH_PATHS[launcher]}"
+    timeout = int(startup_timeout)
+    return [
+        f"export {PORT_VAR}={port_expression(port)}",
+        f"VQA_R1_VLLM_LOG={log_file}",
+        f'{" ".join(command)} > "$VQA_R1_VLLM_LOG" 2>&1 &',
+        "VQA_R1_VLLM_PID=$!",
+        "trap 'kill $VQA_R1_VLLM_PID 2>/dev/null || true' EXIT",
+        f"VQA_R1_VLLM_DEADLINE=$((SECONDS + {timeout}))",
+        f'until curl -sf "{health}" > /dev/null 2>&1; do',
+        "  if ! kill -0 $VQA_R1_VLLM_PID 2>/dev/null; then",
+        f'    echo "{label} exited during start-up; last lines of $VQA_R1_VLLM_LOG:" >&2',
+        '    tail -n 40 "$VQA_R1_VLLM_LOG" >&2; exit 1',
+        "  fi",
+        "  if [ $SECONDS -ge $VQA_R1_VLLM_DEADLINE ]; then",
+        f'    echo "{label} not healthy after {timeout}s; see $VQA_R1_VLLM_LOG" >&2; exit 1',
+        "  fi",
+        "  sleep 1",
+        "done",
+        f'echo "{label} ready on port ${PORT_VAR}" >&2',
+    ]
