@@ -54,3 +54,13 @@ def test_readme_commands_exist():
         assert script in readme and (REPO / script).exists()
     ci = (REPO / ".ci" / "run").read_text()
     assert "scripts/test" in ci
+
+
+def test_configuration_reference_is_generated_from_the_field_metadata():
+    out = _run([sys.executable, "-m", "vqa_r1", "config", "--markdown"])
+    assert out.returncode == 0, out.stderr
+    assert (REPO / "docs" / "configuration.md").read_text() == out.stdout, (
+        "docs/configuration.md is stale: regenerate with `vqa-r1 config --markdown`"
+    )
+    for key in ("train.per_device_train_batch_size", "max_time", "judge_model", "steps"):
+        assert f"`{key}`" in out.stdout

@@ -33,7 +33,7 @@ DRIVER = textwrap.dedent(
 
     torch.save = slow_save
     config = load_config("sft", "tiny-qwen2.5-vl", overrides=[
-        f"data.dataset={data}", "train.max_steps=6", "train.save_every=2", "train.per_device_batch_size=4"])
+        f"data.dataset={data}", "train.max_steps=6", "train.save_steps=2", "train.per_device_train_batch_size=4"])
     print(runner.train(config, run_dir)["global_step"], flush=True)
     """
 )

@@ -129,7 +129,7 @@ def test_local_grpo_job_leaves_a_run_directory(tmp_path):
         "--set",
         "train.max_steps=3",
         "--set",
-        "train.save_every=3",
+        "train.save_steps=3",
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "state=COMPLETED" in out.stdout

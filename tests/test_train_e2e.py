@@ -29,9 +29,9 @@ def _config(verb, synthetic_dir, steps, **extra):
     overrides = [
         f"data.dataset={synthetic_dir}",
         f"train.max_steps={steps}",
-        "train.save_every=2",
+        "train.save_steps=2",
         "train.logging_steps=1",
-        "train.per_device_batch_size=4",
+        "train.per_device_train_batch_size=4",
     ]
     return load_config(verb, "tiny-qwen2.5-vl", overrides=overrides, **extra)
 

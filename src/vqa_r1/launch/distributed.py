@@ -17,6 +17,7 @@ from typing import Any
 from vqa_r1.config import VLLM_URL_ENV
 from vqa_r1.errors import UserError
 from vqa_r1.models.registry import get_spec
+from vqa_r1.models.serving import PORT_VAR, vllm_server_lines
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +53,16 @@ def job_setup_lines(config: Any, gpus: int, nodes: int) -> list[str]:
         )
     model = config.model.path or get_spec(config.model.name).hub_id
     last = gpus - 1
-    port = "$((20000 + SLURM_JOB_ID % 10000))"
     return [
         f"# vLLM generation server for GRPO on GPU {last} of the first node; training uses GPUs 0-{last - 1}",
-        f"export VQA_R1_VLLM_PORT={port}",
-        f"CUDA_VISIBLE_DEVICES={last} trl vllm-serve --model {model} --port $VQA_R1_VLLM_PORT "
-        f'--gpu-memory-utilization 0.9 > "vllm-$SLURM_JOB_ID.log" 2>&1 &',
-        'for i in $(seq 1 180); do curl -sf "http://127.0.0.1:$VQA_R1_VLLM_PORT/health/" >/dev/null && break; sleep 5; done',
-        f'export {VLLM_URL_ENV}="http://$(hostname):$VQA_R1_VLLM_PORT"',
+        *vllm_server_lines(
+            model,
+            launcher="trl",
+            host=None,
+            gpus=str(last),
+            extra_args=["--gpu-memory-utilization", "0.9"],
+            label="GRPO vLLM server",
+        ),
+        f'export {VLLM_URL_ENV}="http://$(hostname):${PORT_VAR}"',
         f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(last))}",
     ]
