@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vqa_r1.answers import extract_answer, label_of
+from vqa_r1.answers import is_correct
 
 RewardFn = Callable[..., list[float]]
 _FORMAT = re.compile(
@@ -55,8 +55,7 @@ def accuracy_reward(
     rewards = []
     for completion, reference in zip(completions, solution, strict=False):
         try:
-            answer = extract_answer(completion_text(completion), answer_rule)
-            rewards.append(float(bool(answer) and answer == label_of(reference, answer_rule)))
+            rewards.append(float(is_correct(completion_text(completion), reference, answer_rule)))
         except Exception:
             rewards.append(0.0)
     return rewards

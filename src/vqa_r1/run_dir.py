@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_write_json, atomic_write_text
+from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
 
 log = logging.getLogger(__name__)
 COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
@@ -112,7 +112,7 @@ class RunDir:
 
     def update_status(self, **fields: Any) -> None:
         status = self.status()
-        status.update(fields, updated=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        status.update(fields, updated=now_iso())
         atomic_write_json(self.status_file, status)
 
     def trim_metrics(self, max_step: int) -> None:
@@ -120,9 +120,8 @@ class RunDir:
         if not self.metrics.exists():
             return
         kept = [
-            line
-            for line in self.metrics.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= max_step
+            r
+            for r in read_jsonl(self.metrics, partial_last_line=True)
+            if r.get("step", 0) <= max_step
         ]
-
-        atomic_write_text(self.metrics, "".join(f"{line}\n" for line in kept))
+        atomic_write_text(self.metrics, "".join(f"{json.dumps(r)}\n" for r in kept))

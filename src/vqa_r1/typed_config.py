@@ -126,6 +126,25 @@ class _Raw(str):
 # ------------------------------------------------------------------------------------ typing
 
 
+def read_bool(value: Any, strict: bool = False) -> bool | None:
+    """A boolean from config text or data files; None when ``value`` is not one.
+
+    Accepts booleans, the integers 0 and 1, and true/false in any case; unless ``strict``, also
+    yes/no, on/off and "1"/"0" (command-line and recipe spellings). The one place the project
+    reads a boolean from text.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        true, false = (("true",), ("false",)) if strict else (_TRUE_WORDS, _FALSE_WORDS)
+        if word in true or word in false:
+            return word in true
+    return None
+
+
 def coerce(value: Any, annotation: Any, where: str) -> Any:
     """``value`` as the declared type, or a UserError naming ``where``."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -161,10 +180,9 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
             raise UserError(f"{where}: expected a mapping, got {value!r}")
         return {str(k): v for k, v in value.items()}
     if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS + _FALSE_WORDS:
-            return value.strip().lower() in _TRUE_WORDS
+        parsed = read_bool(value) if isinstance(value, bool | str) else None
+        if parsed is not None:
+            return parsed
         raise UserError(f"{where}: expected true or false, got {value!r}")
     if annotation in (int, float):
         if isinstance(value, bool):

@@ -21,23 +21,42 @@ def add_set_argument(
     )
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
-    """The options of a run (sft, grpo, evaluate), locally and through the launcher alike."""
+def add_model_argument(
+    parser: argparse.ArgumentParser, required: bool = False, what: str = ""
+) -> None:
     parser.add_argument(
-        "--model", default="tiny-qwen2.5-vl", help="registered model name (`vqa-r1 models`)"
+        "--model",
+        required=required,
+        default=None if required else "tiny-qwen2.5-vl",
+        help=f"registered model name{what} (`vqa-r1 models`)",
     )
+
+
+def add_dataset_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
     )
+
+
+def add_recipe_argument(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument(
         "--recipe",
         default=None,
         help=f"recipe name or YAML path (default: <family>/<size>_{verb} in src/vqa_r1/recipes)",
     )
+
+
+def add_output_dir_argument(parser: argparse.ArgumentParser, what: str, default: str) -> None:
+    parser.add_argument("--output-dir", default=None, help=f"{what} (default: {default})")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """The options of a run (sft, grpo, evaluate), locally and through the launcher alike."""
+    add_model_argument(parser)
+    add_dataset_argument(parser)
+    add_recipe_argument(parser, verb)
     add_set_argument(parser)
-    parser.add_argument(
-        "--output-dir", default=None, help="run directory (default: runs/<verb>-<model>-<time>)"
-    )
+    add_output_dir_argument(parser, "run directory", "runs/<verb>-<model>-<time>")
     if verb == "grpo":
         parser.add_argument(
             "--init-adapter",

@@ -18,6 +18,7 @@ from vqa_r1.cli.common import add_set_argument
 from vqa_r1.data.datasets import dataset_dir
 from vqa_r1.errors import UserError
 from vqa_r1.eval.evaluate import evaluate
+from vqa_r1.io import read_jsonl
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p
 from vqa_r1.recipes import load_config
@@ -165,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
 
 def training_summary(run_dir: Path) -> str:
     """One line from a run's metrics.jsonl: steps, and the last logged loss or rewards."""
-    records = _read_jsonl(run_dir / "metrics.jsonl")
+    records = read_jsonl(run_dir / "metrics.jsonl", missing_ok=True)
     steps = max((r["step"] for r in records if "step" in r), default=0)
     logged = [r for r in records if "loss" in r or "reward" in r]
     if not logged:  # a run shorter than logging_steps logs only its closing summary
@@ -214,12 +215,6 @@ def results_table(rows: dict[str, dict], seconds: dict[str, float] | None = None
     return "\n".join(lines)
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
 def plot_rewards(metrics: dict[str, Path], png: Path) -> None:
     """Accuracy and format reward per GRPO step, one panel per GRPO run."""
     import matplotlib
@@ -229,7 +224,7 @@ def plot_rewards(metrics: dict[str, Path], png: Path) -> None:
 
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.6), squeeze=False)
     for ax, (name, path) in zip(axes[0], metrics.items(), strict=True):
-        records = [r for r in _read_jsonl(path) if "reward" in r]
+        records = [r for r in read_jsonl(path, missing_ok=True) if "reward" in r]
         for key, label in (
             ("rewards/accuracy_reward/mean", "accuracy reward"),
             ("rewards/format_reward/mean", "format reward"),

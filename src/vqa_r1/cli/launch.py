@@ -19,7 +19,15 @@ from pathlib import Path
 import yaml
 
 from vqa_r1.cli import pretrain as pretrain_cli
-from vqa_r1.cli.common import add_run_arguments, add_set_argument, run_spec
+from vqa_r1.cli.common import (
+    add_dataset_argument,
+    add_model_argument,
+    add_output_dir_argument,
+    add_recipe_argument,
+    add_run_arguments,
+    add_set_argument,
+    run_spec,
+)
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import add_launch_arguments, config_from_args, server_setup_lines
 from vqa_r1.launch import monitor as m
@@ -49,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, help=f"submit a {verb} job", conflict_handler="resolve")
         if verb == "judge":
             add_launch_arguments(p)
-            p.add_argument("--output-dir", default=None, help="job folder (logs, results)")
+            add_output_dir_argument(p, "job folder (logs, results)", "runs/judge")
         else:
             add_run_arguments(p, verb)
             add_sweep_arguments(p)
@@ -86,11 +94,11 @@ def add_chain_and_monitor_verbs(sub) -> None:
     add_pipeline_arguments(p)
     add_job_arguments(p)
     p = sub.add_parser("merge", help="merge a LoRA adapter into its base model (<run>/merged)")
-    p.add_argument("--model", required=True, help="the adapter's base model (registered name)")
+    add_model_argument(p, required=True, what=": the adapter's base model")
     p.add_argument("--adapter", required=True, help="LoRA adapter folder or run directory")
-    p.add_argument("--recipe", default=None, help="recipe for the model settings (default sft_*)")
+    add_recipe_argument(p, "sft")
     add_set_argument(p)
-    p.add_argument("--output-dir", default=None, help="run directory (default: runs/merge-...)")
+    add_output_dir_argument(p, "run directory", "runs/merge-<model>-<time>")
     add_job_arguments(p)
     for verb, text in (
         ("status", "state of the jobs of a run, sweep or pipeline folder, or of a job id"),
@@ -146,23 +154,19 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="registered model name (`vqa-r1 models`)")
+    add_model_argument(parser, required=True)
     parser.add_argument(
         "--steps",
         default=DEFAULT_STEPS,
         help=f"comma-separated subset of {', '.join(STEPS)}, in that order (default: all)",
     )
-    parser.add_argument(
-        "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
-    )
+    add_dataset_argument(parser)
     add_set_argument(
         parser,
         "override a recipe key for every step, or for one step with STEP: (repeatable)",
         "[STEP:]KEY=VALUE",
     )
-    parser.add_argument(
-        "--output-dir", default=None, help="pipeline folder (default: runs/pipeline-<model>-<time>)"
-    )
+    add_output_dir_argument(parser, "pipeline folder", "runs/pipeline-<model>-<time>")
 
 
 def job_options(args: argparse.Namespace) -> JobOptions:

@@ -15,19 +15,14 @@ from typing import Any
 from vqa_r1.errors import UserError
 from vqa_r1.judge.responses import load_records
 from vqa_r1.judge.stats import is_judged, markdown_table
+from vqa_r1.typed_config import read_bool
 
 LABELS = ("aligned", "misaligned")
 
 
 def to_bool(value: Any) -> bool | None:
     """Human files store "True"/"False" strings; judges store booleans."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
-        return value.strip().lower() in ("true", "yes")
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    return None
+    return read_bool(value)
 
 
 def cohen_kappa(pairs: list[tuple[bool, bool]]) -> float | None:

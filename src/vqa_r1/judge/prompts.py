@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
+from vqa_r1.typed_config import read_bool
 
 PROMPTS_ENV = "VQA_R1_JUDGE_PROMPTS"
 TYPES: tuple[str, ...] = ("contradiction", "missing_detail", "irrelevant", "other")
@@ -162,10 +163,9 @@ def _json_object(content: str) -> Any:
 
 
 def _as_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
+    parsed = read_bool(value, strict=True) if isinstance(value, bool | str) else None
+    if parsed is not None:
+        return parsed
     raise InvalidVerdict(f"'aligns' must be true or false, got {value!r}")
 
 

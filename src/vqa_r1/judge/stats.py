@@ -8,13 +8,13 @@ items only: our own failed or budget-skipped records are left out rather than co
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from vqa_r1.answers import is_correct
 from vqa_r1.errors import UserError
@@ -121,37 +121,28 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _latex_escape(text: str) -> str:
-    return text.replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
+def table(stats: dict[str, ModelStats], title: str | None = None) -> pd.DataFrame:
+    """One row per model, counts and rates as printed (rates to 4 decimals), type columns last."""
+    header, rows = _rows(stats)
+    frame = pd.DataFrame(rows, columns=header)
+    if title:
+        frame.insert(0, "set", title)
+    return frame
 
 
 def render(stats: dict[str, ModelStats], fmt: str, title: str | None = None) -> str:
     if fmt == "json":
         return json.dumps(as_json(stats), indent=2)
-    header, rows = _rows(stats)
     if fmt == "markdown":
-        table = markdown_table(header, rows)
-        return f"### {title}\n\n{table}" if title else table
+        text = markdown_table(*_rows(stats))
+        return f"### {title}\n\n{text}" if title else text
     if fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        if title:
-            header = ["set", *header]
-            rows = [[title, *row] for row in rows]
-        writer.writerow(header)
-        writer.writerows(rows)
-        return buffer.getvalue().rstrip("\n")
+        return table(stats, title).to_csv(index=False, lineterminator="\n").rstrip("\n")
     if fmt == "latex":
-        spec = "l" + "r" * (len(header) - 1)
-        lines = [r"\begin{tabular}{" + spec + "}", r"\hline"]
-        lines.append(" & ".join(_latex_escape(h) for h in header) + r" \\")
-        lines.append(r"\hline")
-        lines += [" & ".join(_latex_escape(c) for c in row) + r" \\" for row in rows]
-        lines += [r"\hline", r"\end{tabular}"]
-        body = "\n".join(lines)
-        if title:
-            body = f"% {title}\n{body}"
-        return body
+        frame = table(stats)  # booktabs rules (\\usepackage{booktabs})
+        spec = "l" + "r" * (frame.shape[1] - 1)
+        body = frame.to_latex(index=False, escape=True, column_format=spec).rstrip("\n")
+        return f"% {title}\n{body}" if title else body
     raise UserError(f"--format {fmt}: use one of {', '.join(FORMATS)}")
 
 

@@ -29,7 +29,7 @@ import submitit
 
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_write_json
+from vqa_r1.io import atomic_write_json, read_jsonl
 
 JOBS_FILE = "jobs.json"
 PIPELINE_FILE = "pipeline.json"
@@ -258,11 +258,9 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
         info["requeues"] = status["requeues"]
     elif status.get("starts"):
         info["requeues"] = status["starts"] - 1
-    metrics = run_dir / "metrics.jsonl"
-    if metrics.exists():
-        lines = [line for line in metrics.read_text().splitlines() if line.strip()]
-        if lines:
-            info["step"] = json.loads(lines[-1]).get("step", info["step"])
+    records = read_jsonl(run_dir / "metrics.jsonl", missing_ok=True, partial_last_line=True)
+    if records:  # a running job may be writing its last line
+        info["step"] = records[-1].get("step", info["step"])
     if info["state"] is None and (run_dir / "scores.json").exists():
         info["state"] = "COMPLETED (scores.json)"
     return info
