@@ -21,6 +21,7 @@ import yaml
 from vqa_r1.clock import run_stamp
 from vqa_r1.config import RunConfig, save_config
 from vqa_r1.errors import UserError
+from vqa_r1.judge.job import JudgeJobConfig
 from vqa_r1.launch.distributed import job_setup_lines
 from vqa_r1.launch.monitor import log_path, record_job
 from vqa_r1.launch.submit import LaunchRequest, Resources, submit, wait_local
@@ -29,6 +30,7 @@ from vqa_r1.models.loading import cached_hub_path, download_command
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import resolve_adapter
+from vqa_r1.train.pretrain import PretrainConfig
 
 MERGE_TIME = "01:00:00"
 
@@ -143,7 +145,7 @@ def merge_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, 
 
 
 def pretrain_request(
-    pretrain_config: Any, out: Path, stop_after: int | None, job: JobOptions
+    pretrain_config: PretrainConfig, out: Path, stop_after: int | None, job: JobOptions
 ) -> tuple[LaunchRequest, Path]:
     """pretrain: the config was checked by train.pretrain.config_from_overrides."""
     res = Resources(gpus=job.gpus or 0, nodes=job.nodes or 1, time=job.time or "04:00:00")
@@ -151,7 +153,7 @@ def pretrain_request(
         f"# vqa-r1 pretrain --family {pretrain_config.family} --out {out}",
         f"# settings: {asdict(pretrain_config)}",
     ]
-    task = PretrainTask(str(out), config_=pretrain_config, stop_after=stop_after)
+    task = PretrainTask(str(out), config=pretrain_config, stop_after=stop_after)
     request = LaunchRequest(
         task,
         res,
@@ -167,18 +169,18 @@ def pretrain_request(
 
 
 def judge_request(
-    judge_config: Any, output_dir: str | None, setup: list[str], job: JobOptions
+    judge_config: JudgeJobConfig, output_dir: str | None, setup: list[str], job: JobOptions
 ) -> tuple[LaunchRequest, Path]:
     """judge: one GPU when it serves its own vLLM model, none for an API."""
     out = Path(output_dir or "runs/judge").resolve()
-    wants_gpu = 1 if getattr(judge_config, "vllm_model", None) else 0
+    wants_gpu = 1 if judge_config.vllm_model else 0
     res = Resources(
         gpus=job.gpus if job.gpus is not None else wants_gpu,
         nodes=job.nodes or 1,
         time=job.time or "04:00:00",
     )
     request = LaunchRequest(
-        JudgeTask(str(out), config_=judge_config),
+        JudgeTask(str(out), config=judge_config),
         res,
         job.executor,
         job.cluster,

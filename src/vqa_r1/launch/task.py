@@ -14,18 +14,17 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import submitit
 
-from vqa_r1.config import read_config
+from vqa_r1.config import RunConfig, read_config
 from vqa_r1.eval.evaluate import evaluate
-from vqa_r1.judge.job import run_job
+from vqa_r1.judge.job import JudgeJobConfig, run_job
 from vqa_r1.launch.distributed import export_torch_distributed
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.run_dir import RunDir
 from vqa_r1.train.merge import merge_adapter
-from vqa_r1.train.pretrain import pretrain
+from vqa_r1.train.pretrain import PretrainConfig, pretrain
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ class Task:
     def run(self) -> dict:
         raise NotImplementedError
 
-    def config(self) -> Any:
+    def run_config(self) -> RunConfig:
         return read_config(Path(self.run_dir) / "config.yaml")
 
     def checkpoint(self, *args, **kwargs):
@@ -80,7 +79,9 @@ class TrainTask(Task):
         from vqa_r1.train.runner import train
 
         controller = install_graceful_requeue(self.signal_delay_s)
-        status = train(self.config(), self.run_dir, callbacks=[controller] if controller else [])
+        status = train(
+            self.run_config(), self.run_dir, callbacks=[controller] if controller else []
+        )
         if controller is None:
             return status
         if status["state"] == "STOPPED" and controller.requested:
@@ -100,7 +101,7 @@ class EvaluateTask(Task):
 
     def run(self) -> dict:
 
-        return evaluate(self.config(), self.run_dir, adapter=self.adapter, progress=False)
+        return evaluate(self.run_config(), self.run_dir, adapter=self.adapter, progress=False)
 
 
 @dataclass
@@ -111,30 +112,30 @@ class MergeTask(Task):
 
     def run(self) -> dict:
 
-        return merge_adapter(self.config(), self.adapter, self.run_dir)
+        return merge_adapter(self.run_config(), self.adapter, self.run_dir)
 
 
 @dataclass
 class PretrainTask(Task):
-    config_: Any = None  # PretrainConfig; resumes from run_dir/work/checkpoints after a requeue
+    config: PretrainConfig | None = None  # resumes from run_dir/work/checkpoints after a requeue
     stop_after: int | None = None
 
     verb = "pretrain"
 
     def run(self) -> dict:
 
-        return pretrain(self.config_, Path(self.run_dir), self.stop_after)
+        return pretrain(self.config, Path(self.run_dir), self.stop_after)
 
 
 @dataclass
 class JudgeTask(Task):
-    config_: Any = None  # JudgeJobConfig (no secrets: the key is read from the environment)
+    config: JudgeJobConfig | None = None  # no secrets: the key is read from the environment
 
     verb = "judge"
 
     def run(self) -> dict:
 
-        return {"exit_code": run_job(self.config_)}
+        return {"exit_code": run_job(self.config)}
 
 
 def task_for(verb: str, run_dir: str | Path, adapter: str | None = None) -> Task:
