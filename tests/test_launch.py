@@ -268,3 +268,52 @@ def test_judge_job_locally_and_vllm_judge_dry_run(realdata, tmp_path):
         and "vllm serve Qwen/Qwen2.5-7B-Instruct" in dry.stdout
     )
     assert not (tmp_path / "c2.json").exists()
+
+
+def _dataset_with_bad_images(tmp_path: Path) -> tuple[Path, list[Path]]:
+    from vqa_r1.data.datasets import load_split
+    from vqa_r1.data.synthetic import SyntheticSpec, write_dataset
+
+    out = tmp_path / "data"
+    write_dataset(out, SyntheticSpec(splits={"train": 6, "validation": 2, "test": 2}, seed=5))
+    paths = [Path(p) for p in load_split(out, "train", check_images=False)["image_path"]]
+    paths[0].unlink()  # missing
+    paths[1].write_bytes(paths[1].read_bytes()[:60])  # truncated: its header still reads
+    return out, paths
+
+
+@pytest.mark.parametrize("verb", ["grpo", "evaluate"])
+def test_dataset_images_are_checked_before_anything_is_queued(tmp_path, verb):
+    data, paths = _dataset_with_bad_images(tmp_path)
+    split = ["--set", "eval.split=train"] if verb == "evaluate" else []
+    out = launch(
+        verb, "--model", "tiny-qwen2.5-vl", "--dataset", str(data), "--dry-run", *split,
+        "--output-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout[-500:]
+    assert f"{data} [train]: 2 of 6 images are missing or unreadable" in out.stderr
+    assert str(paths[0]) in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_adapter_to_evaluate_must_exist_when_submitting(tmp_path):
+    out = launch(
+        "evaluate", "--model", "tiny-qwen2.5-vl", "--adapter", str(tmp_path / "nope"),
+        "--dry-run", "--output-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 2 and "no LoRA adapter" in out.stderr, out.stderr[-500:]
+
+
+def test_a_failed_local_job_is_reported_in_one_line(tmp_path):
+    empty = tmp_path / "no-model"
+    empty.mkdir()
+    out = launch(
+        "evaluate", "--model", "tiny-qwen2.5-vl", "--executor", "local",
+        "--set", f"model.path={empty}", "--set", "eval.limit=2",
+        "--output-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout[-500:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: evaluate failed: "), out.stderr
+    assert "Traceback" not in out.stderr and "log: " in errors[0]
+    assert Path(errors[0].rsplit("log: ", 1)[1]).is_file()

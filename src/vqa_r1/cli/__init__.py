@@ -32,6 +32,7 @@ VERBS: dict[str, tuple[str, str]] = {
         "the embedded end-to-end demo on CPU (data, SFT, GRPO, evaluation)",
     ),
     "judge": ("vqa_r1.cli.judge", "LLM-as-judge alignment checks and statistics"),
+    "bench": ("vqa_r1.cli.bench", "benchmarks side by side against the methods they replace"),
 }
 
 

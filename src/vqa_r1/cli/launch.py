@@ -35,6 +35,7 @@ from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS, run_pipeline
 from vqa_r1.launch.plan import (
     JobOptions,
     RunSpec,
+    failure_reason,
     judge_request,
     merge_request,
     pretrain_request,
@@ -225,10 +226,18 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         kind = pick_executor(job.executor)
         launched = submit(request, run_dir / "jobs")
-        m.record_job(run_dir, str(launched.job_id), kind, run_dir / "jobs", command)
+        record = m.record_job(run_dir, str(launched.job_id), kind, run_dir / "jobs", command)
         print(f"submitted {args.verb} as {kind} job {launched.job_id}; run directory {run_dir}")
         if kind == "local" and not job.no_wait:
-            print(f"{args.verb} finished: {summarise(wait_local(launched))}")
+            try:
+                result = wait_local(launched)
+            except Exception as err:  # the job's traceback is in its log: one line here
+                log = m.log_path(record, stderr=True)
+                print(
+                    f"error: {args.verb} failed: {failure_reason(err)}; log: {log}", file=sys.stderr
+                )
+                return 1
+            print(f"{args.verb} finished: {summarise(result)}")
         return 0
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -126,7 +126,7 @@ def check_image_paths(paths: list[str], where: str) -> None:
     for p in paths:
         try:
             with Image.open(p) as img:
-                img.size  # noqa: B018 - opening reads the header; that is the check
+                img.verify()  # reads the file through: a truncated or corrupt image fails here
         except Exception:
             bad.append(p)
     if bad:

@@ -1,0 +1,47 @@
+"""The benchmark set: id -> module whose ``run(quick, repeats) -> Result`` measures it.
+
+``quick`` is CI's reduced size (seconds, not minutes), with the same code paths and checks.
+Modules are imported only when their benchmark runs (most load torch and a model).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from vqa_r1.bench import Result
+from vqa_r1.errors import UserError
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "P1": (
+        "vqa_r1.bench.evaluation",
+        "evaluation: batched + cache vs the study's batch 1, no cache",
+    ),
+    "P2": ("vqa_r1.bench.generation_cache", "SmolVLM generation: cache vs the no-cache workaround"),
+    "P3": ("vqa_r1.bench.judge_concurrency", "judge: concurrency 16 vs 1 at 100 ms latency"),
+    "P4": ("vqa_r1.bench.trainer_overhead", "GRPO step: our grpo vs a bare TRL script"),
+    "P5": ("vqa_r1.bench.requeue_restart", "requeue: restart to first step vs a cold start"),
+    "P6": ("vqa_r1.bench.pipeline_times", "the demo's stages and the test suite, timed"),
+}
+
+
+def parse_ids(text: str | None) -> list[str]:
+    if not text:
+        return list(BENCHMARKS)
+    ids = [i.strip().upper() for i in text.split(",") if i.strip()]
+    unknown = [i for i in ids if i not in BENCHMARKS]
+    if unknown or not ids:
+        raise UserError(f"--only: unknown {unknown}; choose from {', '.join(BENCHMARKS)}")
+    return ids
+
+
+def run(ids: list[str], quick: bool, repeats: int) -> list[Result]:
+    if repeats < 1:
+        raise UserError("--repeats must be at least 1")
+    results = []
+    for bench_id in ids:
+        module = importlib.import_module(BENCHMARKS[bench_id][0])
+        result = module.run(quick=quick, repeats=repeats)
+        ratio = "-" if result.ratio is None else f"{result.ratio:.2f}"
+        print(f"{bench_id}: {ratio} ({result.kind}) {result.checks}", flush=True)
+        results.append(result)
+    return results
