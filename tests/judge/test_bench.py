@@ -1,38 +1,41 @@
-"""Acceptance: concurrency 16 gives at least 8x the throughput of concurrency 1 at 100 ms."""
+"""Acceptance of the judge's concurrency, measured by P3 of `vqa-r1 bench` (bench/judge_concurrency.py).
 
+At 100 ms latency, 16 requests in flight must give at least 8x the throughput of one at a time, and
+a re-run on the cache must send nothing.
+"""
+
+import json
 import subprocess
 import sys
 
 from judge_helpers import REPO
 
-from vqa_r1.judge.bench import compare
+from vqa_r1.bench.judge_concurrency import measure
 
 
-def test_concurrency_16_is_at_least_8x_concurrency_1():
-    # timing is the point of this test: 16 requests in flight against a 100 ms server should be
-    # ~16x one at a time; 8x leaves room for a loaded machine
-    args = {"latency": 0.1, "items_serial": 16, "items_parallel": 160, "concurrency": 16}
-    result = compare(**args)
-    if result.ratio < 8:  # one re-measurement: the machine is shared with other test suites
-        result = max(result, compare(**args), key=lambda r: r.ratio)
-    assert result.ratio >= 8, result.describe()
-    assert "ratio" in result.describe()
+def test_concurrency_16_is_at_least_8x_concurrency_1_at_100ms():
+    # timing is the point of this test: 32 items are two rounds of 16 concurrent requests against
+    # a 100 ms server (~15x in theory; the full benchmark judges 200); 8x leaves room for a loaded
+    # machine, and one re-measurement for a moment when the machine is shared
+    args = {"items": 32, "latency": 0.1, "concurrency": 16, "repeats": 1}
+    result = measure(**args)
+    if result.ratio < 8:
+        result = max(result, measure(**args), key=lambda r: r.ratio)
+    assert result.ratio >= 8, (result.ours.seconds, result.baseline.seconds, result.details)
+    assert result.checks["requests per run"] == 32  # one request per item, no retry
+    assert result.checks["re-run requests"] == 0
+    assert result.checks["re-run from cache"] == "32/32"
+    assert result.checks["same verdicts at 1 and at concurrency"] is True
 
 
-def test_bench_script_prints_the_ratio():
-    script = REPO / "scripts" / "bench_judge.py"
-    small = [
-        "--latency",
-        "0.01",
-        "--items-serial",
-        "2",
-        "--items-parallel",
-        "4",
-        "--concurrency",
-        "2",
-    ]
+def test_bench_cli_reports_p3(tmp_path):
+    # `vqa-r1 bench --only P3` replaced scripts/bench_judge.py
+    cmd = [sys.executable, "-m", "vqa_r1", "bench", "--only", "P3", "--quick", "--repeats", "1"]
     proc = subprocess.run(
-        [sys.executable, str(script), *small], capture_output=True, text=True, timeout=120
+        [*cmd, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO
     )
-    assert proc.returncode == 0, proc.stderr
-    assert "concurrency 2" in proc.stdout and "ratio" in proc.stdout
+    assert proc.returncode in (0, 1), proc.stderr  # 1: below the CI floor (timing, asserted above)
+    (row,) = json.loads((tmp_path / "results.json").read_text())["benchmarks"]
+    assert row["id"] == "P3" and row["kind"] == "speedup" and row["ratio"] > 1
+    assert row["checks"]["re-run requests"] == 0
+    assert "| P3 |" in (tmp_path / "RESULTS.md").read_text()

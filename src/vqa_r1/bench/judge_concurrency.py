@@ -86,22 +86,6 @@ def judge_once(
     return JudgeRun(report, server.count() - before, cache_dir, seconds)
 
 
-BACKLOG = 128
-
-
-def widen_backlog(server: LoopbackOpenAI) -> None:
-    """Let all ``concurrency`` connections of a run queue at once on the loopback server.
-
-    Its socketserver listens with socketserver's default backlog of 5: when 16 connections open
-    at once the kernel drops the surplus SYNs and the clients retransmit them after 1 s, which
-    added about 1 s to most concurrency-16 runs (a real endpoint listens with a backlog in the
-    hundreds or thousands). Calling listen() again on Linux resizes the queue. The lasting fix
-    is ``request_queue_size`` on the server class in judge/loopback.py.
-    """
-    assert server._server is not None
-    server._server.socket.listen(BACKLOG)
-
-
 def measure(
     items: int = ITEMS,
     latency: float = LATENCY,
@@ -116,7 +100,6 @@ def measure(
         tempfile.TemporaryDirectory(prefix="vqa-r1-bench-p3-") as tmp,
         LoopbackOpenAI(latency=latency) as server,
     ):
-        widen_backlog(server)
         fresh = (Path(tmp) / f"cache-{n}" for n in itertools.count())
         # warm-up on a few items (imports, prompt files, first connection): a full untimed run at
         # concurrency 1 would cost as much as one timed repeat and warm nothing more
@@ -158,7 +141,7 @@ def measure(
                 1000 * (base.median / items - latency), 1
             ),
             "re-run seconds": round(rerun.seconds, 3),
-            "loopback listen backlog": f"{BACKLOG} (socketserver's default 5 stalls 1 s)",
+            "loopback listen backlog": "128 (socketserver's default 5 stalls 1 s)",
         },
         notes=[
             "each timed run judges every item on a fresh cache through BatchJudge (client, retries, "
@@ -173,11 +156,3 @@ def run(quick: bool, repeats: int) -> Result:
     if quick:
         return measure(QUICK_ITEMS, QUICK_LATENCY, CONCURRENCY, repeats)
     return measure(ITEMS, LATENCY, CONCURRENCY, repeats)
-
-
-def requests_check(result: Result) -> bool:
-    """The re-run made no request and every timed run exactly one per item."""
-    return (
-        result.checks["re-run requests"] == 0
-        and result.checks["requests per run"] == (result.details["items"])
-    )

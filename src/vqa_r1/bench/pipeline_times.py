@@ -56,5 +56,8 @@ def run(quick: bool, repeats: int) -> Result:
         baseline=Timing("test suite " + ("(2 files)" if quick else "(-m 'not slurm')"), [suite_s]),
         kind="timing",
         details={"demo stages (s)": stages},
-        notes=["compare with earlier reports: a stage that grew is a regression to explain"],
+        notes=[
+            "one run of each, no warm-up (each is a cold start as a user sees it); compare with "
+            "earlier reports: a stage that grew is a regression to explain"
+        ],
     )

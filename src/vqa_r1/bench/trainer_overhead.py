@@ -305,10 +305,10 @@ def measure(size: Size, repeats: int, warmup: bool) -> Result:
             "and the first steps are reported apart",
             "ours saves checkpoints atomically (stage, fsync, rename), writes metrics.jsonl and "
             "sampled completions: all inside the timed window, as in a real run",
-            "warm-up: " + ("one untimed run of each side" if warmup else "none (quick)"),
+            "warm-up: " + ("one untimed run of each side" if warmup else "none"),
         ],
     )
 
 
 def run(quick: bool, repeats: int) -> Result:
-    return measure(QUICK if quick else FULL, repeats, warmup=not quick)
+    return measure(QUICK if quick else FULL, repeats, warmup=True)

@@ -43,6 +43,14 @@ class Request:
     at: float
 
 
+class _Server(ThreadingHTTPServer):
+    """socketserver listens with a backlog of 5: when 16 clients connect at once, the kernel drops
+    the surplus and they retry after 1 s. A real endpoint queues hundreds; so does this one."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 @dataclass
 class LoopbackOpenAI:
     latency: float = 0.0
@@ -91,8 +99,7 @@ class LoopbackOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 owner._handle(self, body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self

@@ -1,0 +1,15 @@
+"""P6 in CI's reduced form: a short demo and two test files, timed from one benchmark run."""
+
+import pytest
+
+from vqa_r1.bench.pipeline_times import run
+
+
+@pytest.mark.slow
+def test_demo_stages_and_suite_are_timed():
+    result = run(quick=True, repeats=1)
+    stages = result.details["demo stages (s)"]
+    assert {"data", "grpo", "eval_base", "eval_grpo"} <= set(stages), stages
+    assert all(seconds > 0 for seconds in stages.values())
+    assert result.ours.seconds[0] >= sum(stages.values())  # the wall time includes start-up
+    assert result.baseline.seconds[0] > 0 and result.ratio is None
