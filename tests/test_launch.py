@@ -317,3 +317,23 @@ def test_a_failed_local_job_is_reported_in_one_line(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("error: evaluate failed: "), out.stderr
     assert "Traceback" not in out.stderr and "log: " in errors[0]
     assert Path(errors[0].rsplit("log: ", 1)[1]).is_file()
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--generation-cache", "off"], "off"),
+        (["--generation-cache", "on"], "on"),
+        (["--set", "model.generation_cache=off"], "off"),
+        (["--set", "model.generation_cache=on"], "on"),
+    ],
+)
+def test_generation_cache_flag_as_typed_on_the_command_line(tmp_path, flags, expected):
+    """on/off stay the strings the user typed (a YAML parser would make them booleans)."""
+    out = launch(
+        "evaluate", "--model", "tiny-smolvlm", *flags, "--dry-run",
+        "--output-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-500:]
+    resolved = yaml.safe_load(out.stdout.split("written to the run directory on submit) ----\n")[1])
+    assert resolved["model"]["generation_cache"] == expected

@@ -108,11 +108,11 @@ def load_for_evaluation(config: RunConfig, adapter_path: str | Path | None = Non
     """The model of ``config`` for generation, a LoRA adapter folded into float32 weights.
 
     Unmerged, PEFT adds two low-rank matmuls and a Python detour to every wrapped projection at
-    every decoding step: 20-25% of a tiny model's evaluation time on CPU (400 test items, each
-    family's demo adapter). Folding ``W + scale * B @ A`` into float32 weights changes them by
-    rounding only (predictions were identical, 400 of 400, for all four adapters). In half
-    precision folding rounds the update into bfloat16 weights and can change answers, so there the
-    adapter stays separate.
+    every decoding step: 20-25% of a tiny model's evaluation time on CPU at the demo's image size
+    (400 test items, the demo adapters of all three families), 11% at 256 image tokens (bench P1).
+    Folding ``W + scale * B @ A`` into float32 weights changes them by rounding only (predictions
+    were identical, 400 of 400, for each of four demo adapters). In half precision folding rounds
+    the update into bfloat16 weights and can change answers, so there the adapter stays separate.
     """
     import torch
 
