@@ -248,8 +248,8 @@ def test_pipeline_checks_everything_but_the_paths_earlier_steps_produce(tmp_path
 
 @pytest.mark.slow
 def test_local_pipeline_stops_at_the_first_failure(tmp_path):
-    empty = tmp_path / "not-a-dataset"
-    empty.mkdir()  # exists (passes the login-node check) but holds no dataset
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()  # exists (the login node cannot tell), but the sft job cannot load a model
     root = tmp_path / "p"
     out = launch(
         "pipeline",
@@ -258,20 +258,33 @@ def test_local_pipeline_stops_at_the_first_failure(tmp_path):
         "local",
         "--steps",
         "sft,grpo,evaluate",
-        "--dataset",
-        str(empty),
+        "--set",
+        f"sft:model.path={empty}",
         "--output-dir",
         str(root),
         timeout=300,
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "pipeline stopped: step sft failed" in out.stdout
-    assert "not a dataset saved with save_to_disk" in out.stdout
+    assert "sft FAILED: " in out.stdout and "log: " in out.stdout
     assert "not run: grpo, evaluate" in out.stdout
     steps = json.loads((root / "pipeline.json").read_text())["steps"]
     assert [s["state"] for s in steps] == ["FAILED", "NOT RUN", "NOT RUN"]
     status = launch("status", str(root))
     assert "pipeline STOPPED: step sft ended FAILED" in status.stdout, status.stdout
+
+
+def test_a_pipeline_on_a_folder_that_is_no_dataset_is_refused_before_it_runs(tmp_path):
+    empty = tmp_path / "not-a-dataset"
+    empty.mkdir()
+    root = tmp_path / "p"
+    out = launch(
+        "pipeline", *TINY, "--executor", "local", "--steps", "sft,evaluate",
+        "--dataset", str(empty), "--output-dir", str(root),
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{empty}: not a dataset saved with save_to_disk" in out.stderr
+    assert not (root / "pipeline.json").exists()
 
 
 # ------------------------------------------------------------------------------- monitor
