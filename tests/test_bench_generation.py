@@ -7,26 +7,14 @@ of the two is kept (the checks must hold on every run).
 
 import pytest
 import torch
+from bench_helpers import describe, measured
 
-from vqa_r1.bench import Result, evaluation, generation_cache
-
-
-def _measured(module, repeats: int) -> Result:
-    result = module.run(quick=True, repeats=repeats)
-    if result.meets_floor is False:
-        again = module.run(quick=True, repeats=repeats)
-        if again.meets_floor:
-            return again
-    return result
-
-
-def _describe(result: Result) -> str:
-    return f"{result.ratio} ours {result.ours.seconds} baseline {result.baseline.seconds}"
+from vqa_r1.bench import evaluation, generation_cache
 
 
 @pytest.mark.slow
 def test_p1_evaluation_batched_cached_vs_the_study():
-    result = _measured(evaluation, repeats=2)
+    result = measured(evaluation, repeats=2)
     assert result.kind == "speedup" and result.floor == 3 and result.goal == 10
     assert result.checks["identical predictions"] is True
     assert result.checks["items"] == evaluation.QUICK.items
@@ -41,19 +29,19 @@ def test_p1_evaluation_batched_cached_vs_the_study():
     assert ours["language model, whole sequence"] == 1  # one batch, one prefill
     merged = next(v for k, v in details.items() if k.startswith("LoRA adapter folded"))
     assert merged.endswith("identical predictions: True")
-    assert result.meets_floor, _describe(result)
+    assert result.meets_floor, describe(result)
 
 
 @pytest.mark.slow
 def test_p2_smolvlm_cache_vs_the_no_cache_workaround():
-    result = _measured(generation_cache, repeats=2)
+    result = measured(generation_cache, repeats=2)
     assert result.kind == "speedup" and result.floor == 2 and result.goal == 5
     assert result.checks["identical token ids"] is True
     assert result.checks["every run generated the requested length"] is True
     assert result.details["main ratio"] == "at 128 new tokens"
     assert "17 images per question" in result.details["image splitting"]
     assert set(result.details["identical token ids per length"]) == {"64", "128"}
-    assert result.meets_floor, _describe(result)
+    assert result.meets_floor, describe(result)
 
 
 def _example():

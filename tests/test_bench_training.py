@@ -5,50 +5,38 @@ of the two is kept (the checks must hold on every run).
 """
 
 import pytest
+from bench_helpers import describe, measured
 
-from vqa_r1.bench import Result, judge_concurrency, requeue_restart, trainer_overhead
-
-
-def _measured(module, repeats: int) -> Result:
-    result = module.run(quick=True, repeats=repeats)
-    if result.meets_floor is False:
-        again = module.run(quick=True, repeats=repeats)
-        if again.meets_floor:
-            return again
-    return result
-
-
-def _describe(result: Result) -> str:
-    return f"{result.ratio} ours {result.ours.seconds} baseline {result.baseline.seconds}"
+from vqa_r1.bench import judge_concurrency, requeue_restart, trainer_overhead
 
 
 def test_p3_judge_concurrency():
-    result = _measured(judge_concurrency, repeats=2)
+    result = measured(judge_concurrency, repeats=2)
     assert result.kind == "speedup" and result.floor == 4 and result.goal == 8
     assert result.checks["re-run requests"] == 0
     assert result.checks["requests per run"] == result.details["items"]
     assert result.checks["same verdicts at 1 and at concurrency"] is True
-    assert result.meets_floor, _describe(result)
+    assert result.meets_floor, describe(result)
 
 
 @pytest.mark.slow
 def test_p4_trainer_overhead():
-    result = _measured(trainer_overhead, repeats=2)
+    result = measured(trainer_overhead, repeats=2)
     assert result.kind == "overhead" and result.floor == 1.15 and result.goal == 1.05
     # the same work on both sides: identical configs, checkpoints, losses and rewards
     assert result.checks["GRPOConfig fields that differ"] == []
     assert result.checks["same checkpoints"] is True
     assert result.checks["same logged losses and rewards"] is True
     assert len(result.ours.seconds) == len(result.baseline.seconds) == 2
-    assert result.meets_floor, _describe(result)
+    assert result.meets_floor, describe(result)
 
 
 @pytest.mark.slow
 def test_p5_requeue_restart():
-    result = _measured(requeue_restart, repeats=2)
+    result = measured(requeue_restart, repeats=2)
     assert result.kind == "overhead" and result.goal == 1.5
     checks = result.checks
     assert checks["lost steps, graceful"] == 0
     assert 0 < checks["lost steps, hard stop"] <= checks["checkpoint interval"]
     assert checks["resumed at the step after the checkpoint"] is True
-    assert result.meets_floor, _describe(result)
+    assert result.meets_floor, describe(result)
