@@ -59,3 +59,11 @@ def test_bench_cli_rejects_an_unknown_id_before_running_anything():
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "--only: unknown ['P0']" in out.stderr
+
+
+def test_bench_cli_rejects_zero_repeats():
+    out = subprocess.run(
+        [sys.executable, "-m", "vqa_r1", "bench", "--only", "P3", "--repeats", "0"],
+        capture_output=True, text=True, cwd=REPO, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "--repeats must be at least 1" in out.stderr

@@ -2,16 +2,15 @@
 
 Everything is submitted at once by one module fixture (a 3-seed sweep, a chain sft -> grpo ->
 evaluate, a chain sft -> merge -> grpo -> evaluate, and a chain whose first job fails), so the
-2-CPU cluster stays busy and each test only waits for its part. The failing chain's dataset folder
-exists at submission (the login-node check passes) and is deleted right after, the way a scratch
-purge would break a queued job.
+2-CPU cluster stays busy and each test only waits for its part. The failing chain's sft step points
+at a model folder that exists at submission (the login node cannot tell it is empty) and fails in
+the job, as a scratch purge would break a queued job. (A bad dataset is refused before submission.)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +103,9 @@ def submitted(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> 
         "--output-dir",
         str(paths["merged"]),
     )
-    scratch = root / "scratch-dataset"
+    # a model folder the login node cannot judge (it exists) and the sft job cannot load (empty);
+    # a bad dataset would be refused before submission (tests/test_sweep_pipeline.py)
+    scratch = root / "scratch-model"
     scratch.mkdir()
     launched(
         "pipeline",
@@ -112,12 +113,11 @@ def submitted(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> 
         "--steps",
         "sft,grpo,evaluate",
         *SHORT,
-        "--dataset",
-        str(scratch),
+        "--set",
+        f"sft:model.path={scratch}",
         "--output-dir",
         str(paths["broken"]),
     )
-    shutil.rmtree(scratch)
     return paths
 
 
@@ -133,7 +133,7 @@ def test_a_chain_whose_first_job_fails_stops_with_a_clear_status(submitted):
     assert text.count("never ran: step sft ended FAILED") == 2
     assert not (broken / "grpo" / "status.json").exists()  # never started
     stderr = launched("logs", str(broken / "sft"), "--stderr", "-n", "5")
-    assert "scratch-dataset" in stderr and "sft (job" in stderr, stderr
+    assert "scratch-model has no config.json" in stderr and "sft (job" in stderr, stderr
     message = launched("cancel", str(broken))
     assert message.startswith("nothing to cancel") and "sft (job" in message
 
