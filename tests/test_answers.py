@@ -66,3 +66,22 @@ def test_unknown_rule_is_an_error():
 def test_extractor_never_raises(text):
     for rule in ("robust", "study"):
         assert isinstance(extract_answer(text, rule), str)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>[1, 2, 3, 4] car</think><answer>A, B</answer>", {"A", "B"}),
+        ("<answer>(C)</answer>", {"C"}),
+        ("<answer>B and A</answer>", {"A", "B"}),
+        ("Answer: D", {"D"}),
+        ("<answer></answer>", set()),
+        ("", set()),
+        (None, set()),
+        ("<answer>none of them</answer>", set()),
+    ],
+)
+def test_extract_choices(text, expected):
+    from vqa_r1.answers import extract_choices
+
+    assert extract_choices(text) == frozenset(expected)

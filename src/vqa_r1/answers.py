@@ -112,3 +112,23 @@ def label_of(reference: object, rule: str = "robust") -> str:
 def is_correct(prediction: object, reference: object, rule: str = "robust") -> bool:
     answer = extract_answer(prediction, rule)
     return bool(answer) and answer == label_of(reference, rule)
+
+
+_CHOICE_LETTERS = re.compile(r"(?<![A-Za-z])([A-Z])(?![A-Za-z])")
+
+
+def extract_choices(text: object) -> frozenset[str]:
+    """The set of option letters a multiple-choice answer names ("A, C" -> {"A", "C"}).
+
+    Reads the robust rule's final answer text (last ``<answer>`` block, else ``Answer:``, else the
+    last line) before case folding, and keeps single capital letters standing alone, so "A and C",
+    "(A) (C)" and "A,C" agree while the words of a sentence ("A car") are not options beyond "A".
+    An empty set means no answer; nothing here raises.
+    """
+    try:
+        if not isinstance(text, str):
+            text = "" if text is None else str(text)
+        raw = _robust_raw(text[-_MAX_SCAN:])
+        return frozenset(_CHOICE_LETTERS.findall(raw[:1000]))
+    except Exception:
+        return frozenset()
