@@ -33,6 +33,13 @@ def test_missing_split_and_not_a_dataset(synthetic_dir, tmp_path):
         load_split(tmp_path, "train")
 
 
+def test_a_saved_dataset_is_used_as_is(synthetic_dir):
+    """The VSR-schema folder is not taken for a release format: nothing is converted beside it."""
+    assert len(load_split(synthetic_dir, "test")) == 24
+    assert not (synthetic_dir / ".vqa_r1").exists()
+    assert not (synthetic_dir / "hf" / ".vqa_r1").exists()
+
+
 def test_seeded_subset_is_stable(synthetic_dir):
     ds = load_split(synthetic_dir, "train")
     a = subset(ds, 10, seed=42)["caption"]

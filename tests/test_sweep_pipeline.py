@@ -283,7 +283,7 @@ def test_a_pipeline_on_a_folder_that_is_no_dataset_is_refused_before_it_runs(tmp
         "--dataset", str(empty), "--output-dir", str(root),
     )  # fmt: skip
     assert out.returncode == 2, out.stdout + out.stderr
-    assert f"{empty}: not a dataset saved with save_to_disk" in out.stderr
+    assert f"{empty}: holds no dataset this suite can read" in out.stderr
     assert not (root / "pipeline.json").exists()
 
 

@@ -1,9 +1,15 @@
 """Open datasets in the VSR schema and turn them into trainer rows.
 
 Both the synthetic scenes and a local VSR copy are folders written with ``save_to_disk`` whose rows
-carry ``image_path, caption, label, relation, subj, obj``. Missing or unreadable images are an error
-with the count and the first paths: silently dropping the image (as the published study's loader
-did) turns a vision benchmark into a text-only one without anyone noticing.
+carry ``image_path, caption, label, relation, subj, obj``. A folder holding a public release (VSR,
+Rel3D, SpatialSense, DrivingVQA) is converted once into that form first (data/formats/). Missing or
+unreadable images are an error with the count and the first paths: silently dropping the image (as
+the published study's loader did) turns a vision benchmark into a text-only one without anyone
+noticing.
+
+Multiple-choice rows (DrivingVQA) carry their own question (``problem``), target (``solution``,
+``reasoning``) and grounding (``gt_boxes``, ``gt_box_labels``, ``answer_type``): the True/False
+templates do not fit them, and the box and choice rewards read those columns by name.
 """
 
 from __future__ import annotations
@@ -15,9 +21,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.data import formats
 from vqa_r1.data.curriculum import scene_fingerprint
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
-from vqa_r1.data.synthetic import SceneConfig, SyntheticSpec, generate_scenes, write_dataset
+from vqa_r1.data.synthetic import (
+    RELATIONS,
+    DomainShift,
+    SceneConfig,
+    SyntheticSpec,
+    generate_scenes,
+    scene_config_dict,
+    write_dataset,
+)
 from vqa_r1.errors import UserError
 from vqa_r1.paths import cache_root
 
@@ -26,8 +41,16 @@ VSR_COLUMNS = ("image_path", "caption", "label", "relation", "subj", "obj")
 
 
 def synthetic_spec(data_cfg: Any) -> Any:
-    """The generator settings a DataConfig describes."""
+    """The generator settings a DataConfig describes.
 
+    The "shifted" domain is the sim scenes of the same seed drawn in another look, so a model
+    trained on one is tested on the very same claims in the other.
+    """
+    shift = None
+    if data_cfg.synthetic_domain == "shifted":
+        shift = DomainShift(
+            strength=data_cfg.synthetic_shift_strength, seed=data_cfg.synthetic_seed
+        )
     return SyntheticSpec(
         splits={
             "train": data_cfg.synthetic_train,
@@ -43,16 +66,15 @@ def synthetic_spec(data_cfg: Any) -> Any:
             margin=data_cfg.synthetic_margin,
             object_size=tuple(data_cfg.synthetic_object_size),
             distinct_colors=data_cfg.synthetic_distinct_colors,
+            shift=shift,
         ),
     )
 
 
 def synthetic_dataset_dir(data_cfg: Any) -> Path:
     """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes."""
-    from dataclasses import asdict
-
     spec = synthetic_spec(data_cfg)
-    key = json.dumps([spec.splits, spec.seed, asdict(spec.scene), 2])
+    key = json.dumps([spec.splits, spec.seed, scene_config_dict(spec.scene), 2])
     target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     if not (target / "hf").exists():
         log.info("generating synthetic dataset into %s", target)
@@ -91,12 +113,19 @@ def dataset_dir(data_cfg: Any) -> Path:
     return Path(data_cfg.dataset)
 
 
-def load_split(path: str | Path, split: str, check_images: bool = True) -> Any:
-    """One split of a VSR-schema dataset folder, with its images verified."""
+def load_split(
+    path: str | Path,
+    split: str,
+    check_images: bool = True,
+    max_pixels: int = formats.DEFAULT_MAX_PIXELS,
+) -> Any:
+    """One split of a dataset folder (VSR schema, or a release format converted once), with its
+    images verified. ``max_pixels``: DrivingVQA items with larger images are dropped (reported)."""
     from datasets import DatasetDict, load_from_disk
 
     path = Path(path)
-    root = path / "hf" if (path / "hf").exists() else path
+    resolved = formats.resolve(path, max_pixels=max_pixels)
+    root = resolved / "hf" if (resolved / "hf").exists() else resolved
     try:
         loaded = load_from_disk(str(root))
     except Exception as err:
@@ -160,24 +189,48 @@ def trainer_rows(
     with_reasoning: bool = True,
     rationale: str = "claim",
 ) -> Any:
-    """Rows for TRL: conversational ``prompt`` plus ``completion`` (SFT) or ``solution`` (GRPO)."""
+    """Rows for TRL: conversational ``prompt`` plus ``completion`` (SFT) or ``solution`` (GRPO).
 
-    has_scene = "subj" in ds.column_names and "relation" in ds.column_names
-    if rationale == "scene" and "boxes" not in ds.column_names:
+    A row's own ``problem`` and ``solution`` win over the True/False templates. The claim rationale
+    is written only when every relation is one the synthetic table can negate (Rel3D or VSR
+    relations such as "contains" have no opposite there), else the target is the answer alone.
+    """
+
+    columns = set(ds.column_names)
+    has_scene = {"subj", "relation"} <= columns and set(ds["relation"]) <= set(RELATIONS)
+    own_solution = "solution" in columns
+    if rationale == "scene" and "boxes" not in columns and not own_solution:
         raise UserError(
             f"data.rationale={rationale} needs object boxes (the synthetic dataset has them)"
         )
 
     def convert(row: dict) -> dict:
-        out = {"prompt": adapter.messages(problem_text(row["caption"]), instruction)}
+        question = row["problem"] if "problem" in columns else problem_text(row["caption"])
+        out = {"prompt": adapter.messages(question, instruction)}
         if kind == "sft":
-            text = sft_completion(row, with_reasoning and has_scene, rationale)
+            if own_solution:
+                text = row["solution"]
+                if with_reasoning and row.get("reasoning"):
+                    text = f"<think> {row['reasoning']} </think> {text}"
+            else:
+                text = sft_completion(row, with_reasoning and has_scene, rationale)
             out["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
         else:
-            out["solution"] = solution_text(row["label"])
+            out["solution"] = row["solution"] if own_solution else solution_text(row["label"])
         return out
 
-    keep = {"image_path", "caption", "label", "relation"}
+    # the box and choice rewards get these by name (TRL passes extra dataset columns as kwargs)
+    keep = {
+        "image_path",
+        "caption",
+        "label",
+        "relation",
+        "gt_boxes",
+        "gt_box_labels",
+        "answer_type",
+    }
+    if kind != "sft":
+        keep.add("solution")
     drop = [c for c in ds.column_names if c not in keep and c != "image"]
     # in memory: concurrent jobs (sweep elements) on one shared dataset folder must not race on an
     # on-disk map cache beside it; the trainers' own maps of an in-memory dataset stay in memory too

@@ -4,6 +4,10 @@ Writes, into the output folder: ``generated_responses.json`` in the study's form
 `vqa-r1 score` read ours and theirs alike), ``predictions.jsonl`` with the caption, relation and both
 rules' readings per item, and ``scores.json`` (accuracy, Wilson CI, weighted P/R/F1, n, per-relation
 accuracy, format rate, and the generation-cache decision).
+
+Multiple-choice datasets (rows with ``answer_type == "choice"``, e.g. DrivingVQA) ask their own
+``problem`` and are scored on option letter sets against the row's ``solution`` (eval/scoring.py);
+their records carry ``answer_type`` so that `vqa-r1 score` rescores them the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from vqa_r1.answers import extract_answer
 from vqa_r1.config import RunConfig, save_config
 from vqa_r1.data.datasets import dataset_dir, load_split
 from vqa_r1.data.prompts import problem_text
-from vqa_r1.eval.scoring import score_responses
+from vqa_r1.eval.scoring import choice_key, score_responses
 from vqa_r1.io import atomic_write_json, atomic_write_text
 from vqa_r1.models.generation import GenerationSettings, Generator
 from vqa_r1.models.loading import LoadedModel, load_model
@@ -54,7 +58,12 @@ def evaluate(
     gen = Generator(loaded, settings, config.data.instruction)
     from PIL import Image
 
-    questions = [problem_text(c) for c in ds["caption"]]
+    columns = ds.column_names
+    choice = "answer_type" in columns and len(ds) > 0 and set(ds["answer_type"]) == {"choice"}
+    if "problem" in columns:
+        questions = list(ds["problem"])
+    else:
+        questions = [problem_text(c) for c in ds["caption"]]
     labels = ds["label"]
     paths = ds["image_path"]
     outputs: list[str] = []
@@ -66,14 +75,17 @@ def evaluate(
         bar(len(images))
     seconds = time.perf_counter() - started
     # the study's two fields, plus the claim so the judge needs no side file
+    if choice:
+        truths = list(ds["solution"])
+    else:
+        truths = ["True" if int(lbl) == 1 else "False" for lbl in labels]
     records = [
-        {
-            "true_response": "True" if int(lbl) == 1 else "False",
-            "predicted_response": text,
-            "question": caption,
-        }
-        for lbl, text, caption in zip(labels, outputs, ds["caption"], strict=True)
+        {"true_response": truth, "predicted_response": text, "question": caption}
+        for truth, text, caption in zip(truths, outputs, ds["caption"], strict=True)
     ]
+    if choice:
+        for record in records:
+            record["answer_type"] = "choice"
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
     scores.update(
@@ -91,10 +103,9 @@ def evaluate(
             {
                 "caption": c,
                 "relation": (relations[i] if relations else None),
-                "label": int(labels[i]),
+                "label": labels[i] if choice else int(labels[i]),
                 "response": outputs[i],
-                "robust": extract_answer(outputs[i], "robust"),
-                "study": extract_answer(outputs[i], "study"),
+                **_readings(outputs[i], choice),
             }
         )
         for i, c in enumerate(ds["caption"])
@@ -102,6 +113,16 @@ def evaluate(
     atomic_write_text(out / "predictions.jsonl", "\n".join(lines) + "\n")
     atomic_write_json(out / "scores.json", scores)
     return scores
+
+
+def _readings(response: str, choice: bool) -> dict:
+    """What the scorer read from a response: option letters, or both rules' True/False."""
+    if choice:
+        return {"choices": choice_key(response)}
+    return {
+        "robust": extract_answer(response, "robust"),
+        "study": extract_answer(response, "study"),
+    }
 
 
 def load_for_evaluation(config: RunConfig, adapter_path: str | Path | None = None) -> LoadedModel:

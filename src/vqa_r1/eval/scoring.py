@@ -1,4 +1,10 @@
-"""Score generated responses (ours or the study's files) with the shared answer extractor."""
+"""Score generated responses (ours or the study's files) with the shared answer extractor.
+
+Multiple-choice records (``answer_type: "choice"``, written by evaluate for DrivingVQA) compare
+letter sets: an item is right when the response names exactly the reference's options. The set is
+written as a canonical string ("A,B") so that the same accuracy, interval and weighted F1 code
+scores both kinds and scores.json keeps its keys.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from vqa_r1.answers import check_rule, extract_answer, label_of
+from vqa_r1.answers import check_rule, extract_answer, extract_choices, label_of
 from vqa_r1.errors import UserError
 from vqa_r1.metrics import classification_scores
 from vqa_r1.rewards import format_reward
@@ -34,6 +40,8 @@ def score_responses(
     records: Sequence[dict], rule: str = "robust", groups: Sequence[str] | None = None
 ) -> dict:
     check_rule(rule)
+    if records and all(r.get("answer_type") == "choice" for r in records):
+        return score_choices(records, groups)
     refs = [label_of(r["true_response"], rule) for r in records]
     preds = [extract_answer(r["predicted_response"], rule) for r in records]
     scores = classification_scores(refs, preds, groups)
@@ -41,6 +49,24 @@ def score_responses(
     completions = [r["predicted_response"] for r in records]
     scores["format_rate"] = sum(format_reward(completions)) / len(records) if records else 0.0
     scores["unparsed"] = sum(1 for p in preds if p not in ("true", "false"))
+    return scores
+
+
+def choice_key(text: object) -> str:
+    """A response's or solution's option letters as one comparable string: "A,B"; "" for none."""
+    return ",".join(sorted(extract_choices(text)))
+
+
+def score_choices(records: Sequence[dict], groups: Sequence[str] | None = None) -> dict:
+    refs = [choice_key(r["true_response"]) for r in records]
+    preds = [choice_key(r["predicted_response"]) for r in records]
+    scores = classification_scores(refs, preds, groups)
+    # extract_choices reads the final answer with the robust rule whatever eval.answer_rule says
+    scores["answer_rule"] = "robust"
+    scores["answer_type"] = "choice"
+    completions = [r["predicted_response"] for r in records]
+    scores["format_rate"] = sum(format_reward(completions)) / len(records)
+    scores["unparsed"] = sum(1 for p in preds if not p)
     return scores
 
 

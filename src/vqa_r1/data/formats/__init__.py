@@ -1,0 +1,126 @@
+"""Open a dataset folder in its public release format by converting it once, beside itself.
+
+``data.dataset=<folder>`` may name a folder saved with ``save_to_disk`` in the VSR schema (used as
+is) or a dataset as its authors publish it: VSR's split ``.jsonl`` files, Rel3D's split ``.json``,
+SpatialSense's ``annotations.json`` or DrivingVQA's ``train.json``/``test.json``. Those are
+converted into ``<folder>/.vqa_r1/<format>-<key>/hf`` (one module per format, each with its source
+cited) with a ``conversion_report.json`` next to ``hf``. The key hashes the converter version, the
+options, the folder's absolute path (image paths are absolute) and the size and mtime of the
+release files, so an edited release or a moved folder converts again. The cache is written through
+``atomic_dir``: a killed conversion leaves no half cache, and a cache that exists is complete. A
+read-only release folder is cached under the project cache instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from vqa_r1.data.formats import drivingvqa, rel3d, spatialsense, vsr
+from vqa_r1.errors import UserError
+from vqa_r1.io import atomic_dir, atomic_write_json
+from vqa_r1.paths import cache_root
+
+log = logging.getLogger(__name__)
+FORMATS: tuple[ModuleType, ...] = (vsr, rel3d, spatialsense, drivingvqa)
+DEFAULT_MAX_PIXELS = drivingvqa.DEFAULT_MAX_PIXELS
+CACHE_DIR = ".vqa_r1"
+REPORT = "conversion_report.json"
+
+
+def is_saved_dataset(folder: Path) -> bool:
+    return any((folder / name).exists() for name in ("hf", "dataset_dict.json", "state.json"))
+
+
+def detect(folder: Path) -> ModuleType | None:
+    """The release format of ``folder``, or None (a saved dataset is not a release format)."""
+    if not folder.is_dir():
+        return None
+    return next((fmt for fmt in FORMATS if fmt.detect(folder)), None)
+
+
+def resolve(folder: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Path:
+    """A folder ``load_from_disk`` can open: ``folder`` itself, or the (cached) conversion."""
+    folder = Path(folder)
+    if is_saved_dataset(folder):
+        return folder
+    fmt = detect(folder)
+    if fmt is None:
+        raise UserError(not_found_message(folder))
+    options = {"max_pixels": int(max_pixels)}
+    target = cache_dir(fmt, folder, options)
+    if not (target / "hf").exists():
+        convert(fmt, folder, options, target)
+    return target
+
+
+def cache_key(fmt: ModuleType, folder: Path, options: dict) -> str:
+    files = []
+    for path in fmt.sources(folder):
+        stat = path.stat()
+        files.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
+    key = json.dumps([fmt.NAME, fmt.VERSION, str(folder.resolve()), options, files])
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def cache_dir(fmt: ModuleType, folder: Path, options: dict) -> Path:
+    name = f"{fmt.NAME}-{cache_key(fmt, folder, options)}"
+    if os.access(folder, os.W_OK):
+        return folder / CACHE_DIR / name
+    return cache_root() / "data" / "formats" / name
+
+
+def convert(fmt: ModuleType, folder: Path, options: dict, target: Path) -> None:
+    from datasets import Dataset, DatasetDict
+
+    log.info("converting %s (%s release format) into %s", folder, fmt.NAME, target)
+    splits, report = fmt.read(folder, options)
+    features = fmt.features()
+    # from columns, not from_list: an empty list of rows would lose the schema
+    dd = DatasetDict(
+        {
+            name: Dataset.from_dict({k: [r[k] for r in rows] for k in features}, features=features)
+            for name, rows in splits.items()
+        }
+    )
+    report = {
+        "format": fmt.NAME,
+        "source": str(folder.resolve()),
+        "options": options,
+        "rows": {name: len(rows) for name, rows in splits.items()},
+        **report,
+    }
+    with atomic_dir(target) as tmp:
+        # one shard per split: the rows are text, and an empty split saved in zero shards
+        # does not load back
+        dd.save_to_disk(str(tmp / "hf"), num_shards={name: 1 for name in dd})
+        atomic_write_json(tmp / REPORT, report)
+    dropped = report.get("dropped")
+    if dropped:
+        log.info("%s conversion report (%s): dropped %s", fmt.NAME, target / REPORT, dropped)
+
+
+def report_of(converted: Path) -> dict[str, Any] | None:
+    """The conversion report of a resolved folder; None for a folder that was not converted."""
+    path = Path(converted) / REPORT
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def not_found_message(folder: Path) -> str:
+    state = "does not exist" if not folder.exists() else "holds no dataset this suite can read"
+    lines = [
+        f"{folder}: {state}. Looked for these formats:",
+        "  - a folder saved with datasets' save_to_disk in the VSR schema (image_path, caption, "
+        "label, relation, subj, obj), as the synthetic data is: "
+        "<folder>/hf/ or <folder>/dataset_dict.json",
+    ]
+    for fmt in FORMATS:
+        lines.append(
+            f"  - {fmt.NAME}: needs {fmt.NEEDS}; get it from {fmt.URL}; put it as {fmt.LAYOUT}"
+        )
+    return "\n".join(lines)

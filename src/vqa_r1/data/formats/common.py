@@ -1,0 +1,80 @@
+"""Pieces every release reader shares: the True/False claim row and tolerant file look-ups.
+
+Why the claim row has both ``caption`` and ``problem``: the VSR-schema code builds its question as
+``problem_text(caption)``; a claim assembled from (subject, predicate, object) has no sentence of its
+own, so its caption is "{subject} {predicate} {object}?" and ``problem`` holds the same question
+spelled out, which generic code can print without knowing the prompt wording.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.errors import UserError
+
+CLAIM_PREFIX = "Is the following statement true: "
+CLAIM_COLUMNS = (
+    "image_path",
+    "caption",
+    "problem",
+    "label",
+    "relation",
+    "subj",
+    "obj",
+    "subject",
+    "predicate",
+    "object",
+)
+
+
+def claim_row(subject: str, predicate: str, obj: str, label: Any, image_path: Path | str) -> dict:
+    caption = f"{subject.strip()} {predicate.strip()} {obj.strip()}?"
+    return {
+        "image_path": str(image_path),
+        "caption": caption,
+        "problem": CLAIM_PREFIX + caption,
+        "label": int(bool(label)),
+        "relation": predicate,
+        "subj": subject,
+        "obj": obj,
+        "subject": subject,
+        "predicate": predicate,
+        "object": obj,
+    }
+
+
+def string_features(*names: str, ints: tuple[str, ...] = ("label",)) -> Any:
+    """Explicit column types, so that an empty split is saved (and typed) like a full one."""
+    from datasets import Features, Value
+
+    return Features({n: Value("int64" if n in ints else "string") for n in names})
+
+
+def claim_features() -> Any:
+    return string_features(*CLAIM_COLUMNS)
+
+
+def first_existing(candidates: Iterable[Path], default: Path | None = None) -> Path | None:
+    """The first candidate that exists, else ``default``: a missing image is reported later, by
+    ``check_image_paths``, with the count and the paths (nothing is dropped here)."""
+    for path in candidates:
+        if path.exists():
+            return path
+    return default
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: not valid JSON ({err})") from None
+
+
+def name_of(entity: Any) -> str:
+    """An object's name whether the release stores a dict with ``name`` or the bare string."""
+    if isinstance(entity, dict):
+        return str(entity.get("name", ""))
+    return str(entity)

@@ -1,0 +1,200 @@
+"""DrivingVQA as released: ``train.json`` / ``test.json`` plus the exam images.
+
+Fields per the RIV-CoT code released with the paper (jason-ferraro/RIV-CoT,
+llava/preprocessing/convert_annotations_to_llava.py, extract_image_crops.py, riv_cot_utils.py):
+each file maps a sample id to a dict with ``img_filename``, ``img_size`` ([width, height]),
+``questions`` (a string, or a list when ``has_multiple_questions``), ``possible_answers`` (letter ->
+option text), ``true_answers`` (letters), ``explanation``, ``interleaved_explanation`` (the
+explanation with ``entity [x, y, w, h]`` after each grounded entity, entities sometimes in
+``**bold**``), ``relevant_entities`` (a list of one-key dicts, name -> COCO ``[x, y, w, h]`` box in
+pixels) and ``exam_type``. The Hugging Face release (EPFL-DrivingVQA/DrivingVQA) holds
+``train.json`` and ``test.json`` at its root; the RIV-CoT scripts read ``splits/<split>.json`` and
+``images/original/``. Both layouts are accepted; images are looked up in ``images/``, then
+``images/original/``. No question-category field was found, so ``relation`` is "drivingvqa".
+
+Rows: boxes become ``[x1, y1, x2, y2]`` pixel corners of the original image (the absolute
+convention of Qwen2.5-VL grounding), written before the entity name inside the reasoning. Items
+with several questions (one image, two answer sets: a single letter set cannot score them) and
+images above ``max_pixels`` (default 1280*1280: a larger exam photo costs thousands of image
+tokens) are dropped and counted in the conversion report.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.data.formats.common import first_existing, read_json
+
+NAME = "drivingvqa"
+VERSION = 1
+URL = "https://huggingface.co/datasets/EPFL-DrivingVQA/DrivingVQA"
+NEEDS = "train.json / test.json (samples with img_filename, questions, true_answers, ...) + images"
+LAYOUT = "<folder>/{train,test}.json (or <folder>/splits/) and <folder>/images/<img_filename>"
+SPLITS = {"train": "train", "test": "test"}
+DEFAULT_MAX_PIXELS = 1280 * 1280
+RELATION = "drivingvqa"
+_NUM = r"-?\d+(?:\.\d+)?"
+_BOX = re.compile(rf"\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*\]")
+
+
+def split_files(folder: Path) -> dict[str, Path]:
+    found = {}
+    for name, split in SPLITS.items():
+        path = first_existing([folder / f"{name}.json", folder / "splits" / f"{name}.json"])
+        if path is not None:
+            found[split] = path
+    return found
+
+
+def detect(folder: Path) -> bool:
+    files = split_files(folder)
+    if not files:
+        return False
+    data = read_json(next(iter(files.values())))
+    first = next(iter(_samples(data)), None)
+    return isinstance(first, dict) and "true_answers" in first and "img_filename" in first
+
+
+def sources(folder: Path) -> list[Path]:
+    return list(split_files(folder).values())
+
+
+def _samples(data: Any) -> list:
+    return list(data.values()) if isinstance(data, dict) else list(data)
+
+
+def xyxy(box: list[float]) -> list[float]:
+    x, y, w, h = (float(v) for v in box)
+    return [x, y, x + w, y + h]
+
+
+def box_text(box: list[float]) -> str:
+    return "[" + ", ".join(f"{v:g}" if v != int(v) else str(int(v)) for v in box) + "]"
+
+
+def entities(sample: dict) -> tuple[list[list[float]], list[str]]:
+    boxes, labels = [], []
+    for entity in sample.get("relevant_entities") or []:
+        for name, box in entity.items():
+            boxes.append(xyxy(box))
+            labels.append(name)
+    return boxes, labels
+
+
+def reasoning(sample: dict) -> str:
+    """The explanation with each grounded entity written as ``[x1, y1, x2, y2] entity``."""
+    text = sample.get("interleaved_explanation") or sample.get("explanation") or ""
+    boxes, labels = entities(sample)
+    grounded = False
+    for name in sorted(set(labels), key=len, reverse=True):
+        pattern = re.compile(rf"(?:\*\*)?{re.escape(name)}(?:\*\*)?\s*{_BOX.pattern}")
+
+        def swap(m: re.Match, name: str = name) -> str:
+            return f"{box_text(xyxy([float(g) for g in m.groups()]))} {name}"
+
+        text, n = pattern.subn(swap, text)
+        grounded = grounded or n > 0
+    text = re.sub(r"\*\*(.+?)\*\*", r"\1", text).strip()
+    if boxes and not grounded:  # a plain explanation: name the grounded entities first
+        listed = "; ".join(f"{box_text(b)} {n}" for b, n in zip(boxes, labels, strict=True))
+        text = f"Relevant: {listed}. {text}".strip()
+    return text
+
+
+def problem(sample: dict, question: str) -> str:
+    options = "\n".join(f"({k}) {v}" for k, v in sorted(sample["possible_answers"].items()))
+    context = ""
+    if sample.get("exam_type"):
+        context = f"Unless stated otherwise, you are driving a {sample['exam_type']} in France.\n"
+    return f"{context}{question.strip()}\n{options}\nSeveral options may be correct."
+
+
+def _question(sample: dict) -> str | None:
+    """The one question of an item, or None when it has several."""
+    q = sample.get("questions")
+    if isinstance(q, list):
+        q = q[0] if len(q) == 1 else None
+    if sample.get("has_multiple_questions") or q is None:
+        return None
+    return str(q)
+
+
+def _pixels(sample: dict, path: Path) -> int | None:
+    size = sample.get("img_size")
+    if size and len(size) == 2:
+        return int(size[0]) * int(size[1])
+    try:
+        from PIL import Image
+
+        with Image.open(path) as img:  # reads the header only
+            return img.width * img.height
+    except OSError:
+        return None  # a missing image is check_image_paths' error, with the others
+
+
+def convert(sample: dict, image: Path) -> dict:
+    question = _question(sample)
+    boxes, labels = entities(sample)
+    letters = ", ".join(sorted(str(a).strip() for a in sample["true_answers"]))
+    text = problem(sample, question)
+    return {
+        "image_path": str(image),
+        "problem": text,
+        "caption": text,
+        "solution": f"<answer> {letters} </answer>",
+        "reasoning": reasoning(sample),
+        "gt_boxes": boxes,
+        "gt_box_labels": labels,
+        "answer_type": "choice",
+        "label": letters,
+        "relation": RELATION,
+    }
+
+
+def image_path(folder: Path, name: str) -> Path:
+    base = folder / "images"
+    return first_existing([base / name, base / "original" / name], base / name)
+
+
+def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
+    max_pixels = int(options.get("max_pixels") or DEFAULT_MAX_PIXELS)
+    splits: dict[str, list[dict]] = {}
+    report: dict[str, Any] = {"max_pixels": max_pixels, "kept": {}, "dropped": {}}
+    for split, path in split_files(folder).items():
+        rows, dropped = [], {"multiple_questions": 0, "too_many_pixels": 0}
+        for sample in _samples(read_json(path)):
+            image = image_path(folder, sample["img_filename"])
+            if _question(sample) is None:
+                dropped["multiple_questions"] += 1
+                continue
+            pixels = _pixels(sample, image)
+            if pixels is not None and pixels > max_pixels:
+                dropped["too_many_pixels"] += 1
+                continue
+            rows.append(convert(sample, image))
+        splits[split] = rows
+        report["kept"][split] = len(rows)
+        report["dropped"][split] = dropped
+    return splits, report
+
+
+def features() -> Any:
+    from datasets import Features, Sequence, Value
+
+    text = Value("string")
+    return Features(
+        {
+            "image_path": text,
+            "problem": text,
+            "caption": text,
+            "solution": text,
+            "reasoning": text,
+            "gt_boxes": Sequence(Sequence(Value("float64"))),
+            "gt_box_labels": Sequence(text),
+            "answer_type": text,
+            "label": text,
+            "relation": text,
+        }
+    )

@@ -1,0 +1,463 @@
+"""Release-format readers: tiny folders written in each dataset's published layout are converted,
+cached atomically, and fed to trainer_rows and the choice scorer."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from vqa_r1.data import formats
+from vqa_r1.data.datasets import load_split, trainer_rows
+from vqa_r1.errors import UserError
+from vqa_r1.eval.scoring import score_responses
+from vqa_r1.models.adapters import get_adapter
+
+
+def draw(path: Path, size=(32, 24), color=(200, 30, 30)) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, color).save(path)
+    return path.name
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+# ----------------------------------------------------------------------------- VSR
+
+
+def vsr_row(image: str, caption: str, label: int, relation: str) -> dict:
+    return {
+        "image": image,
+        "image_link": f"http://images.cocodataset.org/train2017/{image}",
+        "caption": caption,
+        "label": label,
+        "relation": relation,
+        "annotator_id": 1,
+        "vote_true_validator_id": "[2, 6]",
+        "vote_false_validator_id": "[]",
+        "reference_frame": None,
+    }
+
+
+@pytest.fixture
+def vsr_release(tmp_path):
+    data = tmp_path / "vsr" / "data"
+    for name in ("000000050403.jpg", "000000401552.jpg"):
+        draw(data / "images" / name)
+    rows = [
+        vsr_row("000000050403.jpg", "The teddy bear is in front of the person.", 1, "in front of"),
+        vsr_row(
+            "000000401552.jpg", "The umbrella is far away from the motorcycle.", 0, "far away from"
+        ),
+        vsr_row("000000401552.jpg", "The train contains the laptop.", 1, "contains"),
+    ]
+    for variant in ("random", "zeroshot"):
+        write_jsonl(data / "splits" / variant / "train.jsonl", rows)
+        write_jsonl(data / "splits" / variant / "dev.jsonl", rows[:2])
+        write_jsonl(data / "splits" / variant / "test.jsonl", rows[1:])
+    return data
+
+
+def test_vsr_release_is_converted_with_dev_as_validation(vsr_release):
+    ds = load_split(vsr_release, "validation")
+    assert len(ds) == 2
+    row = ds[0]
+    assert row["caption"] == "The teddy bear is in front of the person."
+    assert (row["label"], row["relation"]) == (1, "in front of")
+    assert (row["subj"], row["obj"]) == ("teddy bear", "person")
+    assert row["image_path"] == str(vsr_release / "images" / "000000050403.jpg")
+    train = load_split(vsr_release, "train")
+    assert (train[2]["subj"], train[2]["obj"]) == ("train", "laptop")
+    assert ds[1]["label"] == 0
+    with pytest.raises(UserError, match="no split 'dev'"):
+        load_split(vsr_release, "dev")
+
+
+def test_vsr_variant_folder_finds_images_two_levels_up(vsr_release):
+    ds = load_split(vsr_release / "splits" / "zeroshot", "test")
+    assert ds["caption"] == [
+        "The umbrella is far away from the motorcycle.",
+        "The train contains the laptop.",
+    ]
+    assert Path(ds[0]["image_path"]).is_file()
+
+
+def test_conversion_is_cached_and_redone_when_the_release_changes(vsr_release, monkeypatch):
+    load_split(vsr_release, "train")
+    caches = list((vsr_release / formats.CACHE_DIR).iterdir())
+    assert len(caches) == 1 and (caches[0] / "hf").is_dir()
+    assert not [p for p in caches[0].parent.iterdir() if ".tmp-" in p.name]
+
+    def fail(*a, **k):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(formats, "convert", fail)
+    assert len(load_split(vsr_release, "train")) == 3  # served from the cache
+    monkeypatch.undo()
+    write_jsonl(vsr_release / "splits" / "random" / "train.jsonl", [])
+    assert len(load_split(vsr_release, "train")) == 0
+
+
+def test_a_killed_conversion_leaves_no_cache(vsr_release, monkeypatch):
+    """Killed after the rows are saved but before the report: no cache may be left to reuse."""
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(formats, "atomic_write_json", die)
+    with pytest.raises(KeyboardInterrupt):
+        load_split(vsr_release, "train")
+    cache = vsr_release / formats.CACHE_DIR
+    assert cache.is_dir() and not list(cache.iterdir())
+    monkeypatch.undo()
+    assert len(load_split(vsr_release, "train")) == 3
+
+
+def test_missing_images_still_fail_for_a_release(vsr_release):
+    (vsr_release / "images" / "000000050403.jpg").unlink()
+    with pytest.raises(UserError, match="1 of 2 images"):
+        load_split(vsr_release, "validation")
+
+
+# ----------------------------------------------------------------------------- Rel3D
+
+
+def rel3d_sample(rgb: str, subject: str, predicate: str, obj: str, label: bool) -> dict:
+    box = {"top": 1, "left": 2, "height": 5, "width": 6}
+    return {
+        "rgb": rgb,
+        "depth": rgb.replace(".png", ".tiff"),
+        "camera_info": {},
+        "width": 32,
+        "height": 24,
+        "subject": {"name": subject, "bbox": box},
+        "object": {"name": obj, "bbox": box},
+        "predicate": predicate,
+        "label": label,
+        "transform_vector": {},
+    }
+
+
+def test_rel3d_split_file_becomes_claims(tmp_path):
+    root = tmp_path / "Rel3D"
+    draw(root / "data" / "20200223" / "a.png")
+    draw(root / "data" / "20200223" / "b.png")
+    split = {
+        "train": [rel3d_sample("data/20200223/a.png", "cup", "on", "table", True)],
+        "valid": [rel3d_sample("data/20200223/b.png", "chair", "in front of", "sofa", False)],
+        "test": [rel3d_sample("data/20200223/a.png", "lamp", "under", "desk", False)],
+        "predicates": ["on", "in front of", "under"],
+        "objects": ["cup", "table", "chair", "sofa", "lamp", "desk"],
+    }
+    (root / "data" / "c_0.9_c_0.1.json").write_text(json.dumps(split))
+    (root / "data" / "nc_0.4_nc_0.1.json").write_text(json.dumps({"train": [], "test": []}))
+    ds = load_split(root / "data", "train")  # rgb paths are relative to the repository root
+    row = ds[0]
+    assert row["caption"] == "cup on table?"
+    assert row["problem"] == "Is the following statement true: cup on table?"
+    assert (row["subject"], row["predicate"], row["object"]) == ("cup", "on", "table")
+    assert (row["relation"], row["subj"], row["obj"], row["label"]) == ("on", "cup", "table", 1)
+    assert row["image_path"] == str(root / "data" / "20200223" / "a.png")
+    val = load_split(root, "validation")
+    assert (val[0]["caption"], val[0]["label"]) == ("chair in front of sofa?", 0)
+
+
+# ----------------------------------------------------------------------------- SpatialSense
+
+
+def test_spatialsense_annotations_become_claims(tmp_path):
+    root = tmp_path / "SpatialSense"
+    draw(root / "images" / "flickr" / "5704634119_8b8ccf3229.jpg")
+    draw(root / "images" / "nyu" / "000123.jpg")
+
+    def rel(pred, subj, obj, label):
+        part = {"x": 1, "y": 2, "bbox": [0, 10, 0, 10]}
+        return {
+            "_id": f"{subj}-{pred}",
+            "predicate": pred,
+            "subject": {"name": subj, **part},
+            "object": {"name": obj, **part},
+            "label": label,
+        }
+
+    images = [
+        {
+            "url": "https://farm4.staticflickr.com/3543/5704634119_8b8ccf3229.jpg",
+            "nsid": "10392797@N03",
+            "height": 24,
+            "width": 32,
+            "split": "train",
+            "annotations": [
+                rel("on", "cat", "ground", True),
+                rel("to the left of", "cat", "mirror", False),
+            ],
+        },
+        {
+            "url": "nyu/000123.jpg",
+            "height": 24,
+            "width": 32,
+            "split": "valid",
+            "annotations": [rel("under", "bag", "table", True)],
+        },
+    ]
+    (root / "annotations.json").write_text(json.dumps(images))
+    train = load_split(root, "train")
+    assert train["caption"] == ["cat on ground?", "cat to the left of mirror?"]
+    assert train["label"] == [1, 0]
+    assert train["relation"] == ["on", "to the left of"]
+    val = load_split(root, "validation")
+    assert val[0]["image_path"] == str(root / "images" / "nyu" / "000123.jpg")
+    with pytest.raises(UserError, match="no split 'test'"):
+        load_split(root, "test")
+
+
+# ----------------------------------------------------------------------------- DrivingVQA
+
+
+def dvqa_sample(image: str, size, **extra) -> dict:
+    sample = {
+        "img_filename": image,
+        "img_size": list(size) if size else None,
+        "exam_type": "car",
+        "has_multiple_questions": False,
+        "questions": "Can I overtake the truck?",
+        "possible_answers": {"A": "Yes", "B": "No", "C": "Only after the sign"},
+        "true_answers": ["C", "B"],
+        "explanation": "The **stop sign** forbids it.",
+        "interleaved_explanation": "The **stop sign** [10, 20, 30, 40] forbids it; the truck [1, 2, 3.5, 4] is slow.",
+        "relevant_entities": [{"stop sign": [10, 20, 30, 40]}, {"truck": [1, 2, 3.5, 4]}],
+    }
+    sample.update(extra)
+    return sample
+
+
+@pytest.fixture
+def dvqa_release(tmp_path):
+    root = tmp_path / "DrivingVQA"
+    draw(root / "images" / "1.jpg")
+    draw(root / "images" / "2.jpg")
+    draw(root / "images" / "big.jpg", size=(70, 60))  # 4200 px, no img_size: measured
+    train = {
+        "1": dvqa_sample("1.jpg", (32, 24)),
+        "2": dvqa_sample(
+            "2.jpg",
+            (32, 24),
+            has_multiple_questions=True,
+            questions=["Q1?", "Q2?"],
+            possible_answers={"A": "a", "B": "b", "C": "c", "D": "d"},
+        ),
+        "3": dvqa_sample("2.jpg", (4000, 3000)),  # above the default 1280*1280
+        "4": dvqa_sample("big.jpg", None),
+        "5": dvqa_sample(
+            "2.jpg",
+            (32, 24),
+            interleaved_explanation="",
+            explanation="Plain reasoning.",
+            true_answers=["A"],
+        ),
+    }
+    (root / "train.json").write_text(json.dumps(train))
+    (root / "test.json").write_text(json.dumps({"9": dvqa_sample("1.jpg", (32, 24))}))
+    return root
+
+
+def test_drivingvqa_rows_and_dropped_counts(dvqa_release, caplog):
+    with caplog.at_level(logging.INFO):
+        ds = load_split(dvqa_release, "train", max_pixels=4000)
+    assert len(ds) == 2  # 1 and 5; 2 has two questions, 3 and 4 are above 4000 pixels
+    row = ds[0]
+    assert row["problem"].startswith("Unless stated otherwise, you are driving a car in France.\n")
+    assert "Can I overtake the truck?\n(A) Yes\n(B) No\n(C) Only after the sign" in row["problem"]
+    assert row["caption"] == row["problem"]
+    assert row["solution"] == "<answer> B, C </answer>"
+    assert row["label"] == "B, C"
+    assert row["reasoning"] == (
+        "The [10, 20, 40, 60] stop sign forbids it; the [1, 2, 4.5, 6] truck is slow."
+    )
+    assert row["gt_boxes"] == [[10.0, 20.0, 40.0, 60.0], [1.0, 2.0, 4.5, 6.0]]
+    assert row["gt_box_labels"] == ["stop sign", "truck"]
+    assert (row["answer_type"], row["relation"]) == ("choice", "drivingvqa")
+    assert (
+        ds[1]["reasoning"]
+        == "Relevant: [10, 20, 40, 60] stop sign; [1, 2, 4.5, 6] truck. Plain reasoning."
+    )
+
+    [cache] = [p for p in (dvqa_release / formats.CACHE_DIR).iterdir() if (p / "hf").exists()]
+    report = json.loads((cache / formats.REPORT).read_text())
+    assert report["dropped"]["train"] == {"multiple_questions": 1, "too_many_pixels": 2}
+    assert report["kept"] == {"train": 2, "test": 1} and report["max_pixels"] == 4000
+    assert "too_many_pixels" in caplog.text
+
+    default = load_split(dvqa_release, "train")  # 1280*1280: only item 3 is too large
+    assert len(default) == 3
+    assert len(list((dvqa_release / formats.CACHE_DIR).glob("drivingvqa-*"))) == 2
+
+
+def test_drivingvqa_trainer_rows(dvqa_release):
+    ds = load_split(dvqa_release, "test")
+    adapter = get_adapter("qwen2_5_vl")
+    sft = trainer_rows(ds, adapter, "sft", instruction="")
+    prompt = sft[0]["prompt"][0]["content"][1]["text"]
+    assert prompt == ds[0]["problem"].strip()
+    assert sft[0]["completion"][0]["content"][0]["text"] == (
+        "<think> The [10, 20, 40, 60] stop sign forbids it; the [1, 2, 4.5, 6] truck is slow. "
+        "</think> <answer> B, C </answer>"
+    )
+    plain = trainer_rows(ds, adapter, "sft", with_reasoning=False)
+    assert plain[0]["completion"][0]["content"][0]["text"] == "<answer> B, C </answer>"
+    grpo = trainer_rows(ds, adapter, "grpo")
+    row = grpo[0]
+    assert row["solution"] == "<answer> B, C </answer>"
+    assert row["gt_boxes"] == [[10.0, 20.0, 40.0, 60.0], [1.0, 2.0, 4.5, 6.0]]
+    assert row["gt_box_labels"] == ["stop sign", "truck"]
+    assert row["answer_type"] == "choice"
+    assert "completion" not in grpo.column_names and "reasoning" not in grpo.column_names
+    assert row["image"].size == (32, 24)
+
+
+def test_claim_releases_train_without_an_unknown_rationale(tmp_path):
+    root = tmp_path / "SpatialSense"
+    draw(root / "images" / "flickr" / "x.jpg")
+    rel = {
+        "_id": "1",
+        "predicate": "in",
+        "label": False,
+        "subject": {"name": "cat", "bbox": [0, 1, 0, 1]},
+        "object": {"name": "box", "bbox": [0, 1, 0, 1]},
+    }
+    (root / "annotations.json").write_text(
+        json.dumps(
+            [
+                {
+                    "url": "http://f/x.jpg",
+                    "height": 1,
+                    "width": 1,
+                    "split": "train",
+                    "annotations": [rel],
+                }
+            ]
+        )
+    )
+    ds = load_split(root, "train")
+    adapter = get_adapter("qwen2_5_vl")
+    sft = trainer_rows(ds, adapter, "sft")
+    assert sft[0]["completion"][0]["content"][0]["text"] == "<answer> False </answer>"
+    assert (
+        "Is the following statement true: cat in box?" in sft[0]["prompt"][0]["content"][1]["text"]
+    )
+    assert trainer_rows(ds, adapter, "grpo")[0]["solution"] == "<answer> False </answer>"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("make", [False, True])
+def test_missing_or_unrecognised_dataset_names_formats_sources_and_layouts(tmp_path, make):
+    folder = tmp_path / "nothing-here"
+    if make:
+        folder.mkdir()
+        (folder / "notes.txt").write_text("hello")
+    with pytest.raises(UserError) as err:
+        load_split(folder, "train")
+    text = str(err.value)
+    assert str(folder) in text
+    assert ("does not exist" in text) != make
+    for needle in (
+        "save_to_disk",
+        "vsr",
+        "dev.jsonl",
+        "github.com/cambridgeltl/visual-spatial-reasoning",
+        "splits/random",
+        "rel3d",
+        "c_0.9_c_0.1.json",
+        "github.com/princeton-vl/Rel3D",
+        "spatialsense",
+        "annotations.json",
+        "github.com/princeton-vl/SpatialSense",
+        "images/flickr",
+        "drivingvqa",
+        "train.json",
+        "huggingface.co/datasets/EPFL-DrivingVQA/DrivingVQA",
+        "<folder>/images/<img_filename>",
+    ):
+        assert needle in text, needle
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def choice_record(truth: str, predicted: str) -> dict:
+    return {"true_response": truth, "predicted_response": predicted, "answer_type": "choice"}
+
+
+def test_choice_scoring_compares_letter_sets():
+    records = [
+        choice_record("<answer> A, B </answer>", "<think> x </think> <answer> B and A </answer>"),
+        choice_record("<answer> A, B </answer>", "<think> x </think> <answer> A </answer>"),
+        choice_record("<answer> C </answer>", "<answer> (C) </answer>"),
+        choice_record("<answer> C </answer>", "no idea"),
+    ]
+    scores = score_responses(records, "study", ["drivingvqa", "drivingvqa", "x", "x"])
+    assert (scores["n"], scores["correct"], scores["accuracy"]) == (4, 2, 0.5)
+    assert scores["accuracy_ci_95"][0] < 0.5 < scores["accuracy_ci_95"][1]
+    # classes "A,B" (2 items, recall 1/2, precision 1) and "C" (recall 1/2, precision 1)
+    assert scores["f1_weighted"] == pytest.approx(2 / 3)
+    assert scores["per_relation"]["x"]["accuracy"] == 0.5
+    assert scores["format_rate"] == 0.5
+    assert scores["answer_type"] == "choice" and scores["unparsed"] == 1
+
+
+def test_true_false_records_are_scored_as_before():
+    records = [
+        {"true_response": "True", "predicted_response": "<answer> True </answer>"},
+        {"true_response": "False", "predicted_response": "<answer> A </answer>"},
+    ]
+    scores = score_responses(records)
+    assert (scores["correct"], scores["unparsed"]) == (1, 1)
+    assert "answer_type" not in scores
+
+
+def test_evaluate_scores_a_choice_dataset(dvqa_release, tmp_path, monkeypatch):
+    """evaluate's wiring without a model: a fake generator answers every question with "B, C"."""
+    from types import SimpleNamespace
+
+    import vqa_r1.eval.evaluate as ev
+    from vqa_r1.recipes import load_config
+
+    asked = []
+
+    class FakeGenerator:
+        cache_decision = "off"
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def generate(self, images, questions):
+            asked.extend(questions)
+            return ["<think> hmm </think> <answer> C, B </answer>" for _ in questions]
+
+    monkeypatch.setattr(ev, "Generator", FakeGenerator)
+    config = load_config(
+        "evaluate", "tiny-qwen2.5-vl", None, [f"data.dataset={dvqa_release}", "eval.split=train"]
+    )
+    loaded = SimpleNamespace(model=SimpleNamespace(eval=lambda: None))
+    scores = ev.evaluate(config, tmp_path / "out", loaded=loaded, progress=False)
+    ds = load_split(dvqa_release, "train")
+    assert asked == list(ds["problem"])
+    assert scores["n"] == 3 and scores["correct"] == 2  # item 5's answer is A
+    assert scores["per_relation"]["drivingvqa"]["n"] == 3
+    saved = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert saved["accuracy"] == pytest.approx(2 / 3)
+    lines = [
+        json.loads(x) for x in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
+    ]
+    assert lines[0]["label"] == "B, C" and lines[0]["choices"] == "B,C"
+    responses = json.loads((tmp_path / "out" / "generated_responses.json").read_text())
+    assert responses[0]["answer_type"] == "choice"
+    assert score_responses(responses)["correct"] == 2  # `vqa-r1 score` rescores them alike
