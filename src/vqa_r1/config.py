@@ -95,6 +95,12 @@ class DataConfig:
         default_factory=lambda: ["left of", "right of", "above", "below"],
         help="relations asked about",
     )
+    synthetic_domain: Literal["sim", "shifted"] = option(
+        "sim", help="shifted: the same scenes in another look (palette, texture, noise, ...)"
+    )
+    synthetic_shift_strength: float = option(
+        1.0, help="shifted domain: how strong the shift is, 0..1", minimum=0.0
+    )
 
 
 @dataclass
