@@ -1,0 +1,79 @@
+"""`vqa-r1 prompt-tune`: PEFT prompt tuning (virtual tokens, the model frozen), then evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from vqa_r1.cli.common import add_set_argument
+from vqa_r1.logging_setup import setup_logging
+from vqa_r1.typed_config import help_text
+
+
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") -> None:
+    from vqa_r1.train.prompt_tuning import PromptTuneConfig
+
+    parser.add_argument("--model", default=None, help="registered model name (key model)")
+    parser.add_argument(
+        "--mode", default=None, help="answer or reasoning (key mode; default answer)"
+    )
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        help="run directory (config, checkpoints, final/ adapter, eval/); resumes a partial run",
+    )
+    parser.add_argument(
+        "--base",
+        action="store_true",
+        help="no training: score the base model with no virtual tokens in --mode "
+        "(answer: P(True) vs P(False); reasoning: ordinary generation) into OUTPUT_DIR",
+    )
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N steps of the same run (a killed run); run again to resume",
+    )
+    add_set_argument(parser, "override a key, e.g. --set max_steps=300 (keys below)")
+    parser.epilog = "prompt-tuning keys (--set KEY=VALUE):\n" + help_text(PromptTuneConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vqa_r1.launch.prompt_tuning import run_base, run_prompt_tuning
+    from vqa_r1.train.prompt_tuning import config_from_overrides
+
+    setup_logging()
+    overrides = list(args.overrides)
+    if args.model is not None:
+        overrides.append(f"model={args.model}")
+    if args.mode is not None:
+        overrides.append(f"mode={args.mode}")
+    cfg = config_from_overrides(overrides)
+    if args.base:
+        scores = run_base(cfg, args.output_dir)
+    else:
+        scores = run_prompt_tuning(cfg, args.output_dir, stop_after=args.stop_after)
+        if "accuracy" not in scores:
+            step = scores["training"]["global_step"]
+            print(f"prompt-tune stopped after {step} steps; run again to resume")
+            return 0
+    print(
+        json.dumps(
+            {
+                k: scores.get(k)
+                for k in (
+                    "mode",
+                    "model",
+                    "split",
+                    "accuracy",
+                    "accuracy_ci_95",
+                    "n",
+                    "format_rate",
+                )
+            }
+        )
+    )
+    where = args.output_dir if args.base else f"{args.output_dir}/eval"
+    print(f"scores in {where}")
+    return 0

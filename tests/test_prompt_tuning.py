@@ -1,0 +1,263 @@
+"""Prompt tuning: positions and generation with virtual tokens, answer-mode scoring, the CLI run,
+resume after a kill, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+FAMILY_MODELS = {
+    "qwen2_5_vl": "tiny-qwen2.5-vl-pretrained",
+    "internvl": "tiny-internvl-pretrained",
+    "smolvlm": "tiny-smolvlm-pretrained",
+}
+
+
+def _loaded(name):
+    from vqa_r1.config import ModelConfig
+    from vqa_r1.models.loading import load_model
+
+    loaded = load_model(ModelConfig(name=name, dtype="float32"))
+    loaded.model.eval()
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def items():
+    """Four validation items of the demo's data, one question made longer (left padding)."""
+    import torch
+    from PIL import Image
+
+    from vqa_r1.data.datasets import dataset_dir, load_split
+    from vqa_r1.data.prompts import problem_text
+    from vqa_r1.train.prompt_tuning import PromptTuneConfig
+
+    torch.set_num_threads(1)
+    ds = load_split(dataset_dir(PromptTuneConfig().data), "validation").select(range(4))
+    images = [Image.open(p).convert("RGB") for p in ds["image_path"]]
+    questions = [problem_text(c) for c in ds["caption"]]
+    questions[1] += " Look closely."
+    return images, questions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILY_MODELS))
+def test_masked_prompt_generates_what_the_base_model_generates(family, items):
+    """Virtual tokens masked out (a no-op prompt): the greedy loop with the cache gives the text of
+    the ordinary generate (Generator), so the positions and the cache handling are the model's."""
+    import torch
+
+    from vqa_r1.models.generation import GenerationSettings, Generator
+    from vqa_r1.models.virtual_prompt import VirtualPromptModel
+
+    images, questions = items
+    loaded = _loaded(FAMILY_MODELS[family])
+    base = Generator(loaded, GenerationSettings(max_new_tokens=60, cache="on"))
+    expected = base.generate(images, questions)
+    vp = VirtualPromptModel(loaded)
+    prompt = torch.randn(5, loaded.model.get_input_embeddings().weight.shape[1])
+    assert vp.generate(images, questions, prompt, 60, visible=False) == expected
+    assert vp.generate(images, questions, None, 60) == expected
+    assert any("<answer>" in text for text in expected)  # the comparison covers whole answers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILY_MODELS))
+def test_text_prompt_equals_those_tokens_in_front(family, items):
+    """Virtual tokens set to the embeddings of real text tokens: generation and answer logits equal
+    the ordinary model's on input ids with that text in front. For Qwen2.5-VL this checks the
+    M-RoPE positions of every image and text token after a visible prompt."""
+    import torch
+
+    from vqa_r1.models.virtual_prompt import VirtualPromptModel
+
+    images, questions = items
+    loaded = _loaded(FAMILY_MODELS[family])
+    vp = VirtualPromptModel(loaded)
+    text = "left to right: red, blue. top to bottom:"
+    ids = vp.tokenizer(text, add_special_tokens=False)["input_ids"]
+    prompt = vp.embed(torch.tensor(ids)).detach()
+
+    mine = vp.generate(images, questions, prompt, 60)
+    batch = vp.encode(images, [text + vp.prompt_text(q) for q in questions])
+    with torch.inference_mode():
+        out = loaded.model.generate(
+            **batch,
+            max_new_tokens=60,
+            do_sample=False,
+            suppress_tokens=[vp.image_token_id],
+            pad_token_id=vp.pad_id,
+        )
+    expected = vp.processor.batch_decode(
+        out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True
+    )
+    assert mine == expected
+
+    answer = vp.answer_tokens()
+    got = vp.answer_logits(images, questions, prompt)
+    batch = vp.encode(images, [text + vp.prompt_text(q) + answer.prefix for q in questions])
+    with torch.inference_mode():
+        logits = loaded.model(**batch).logits[:, -1]
+    direct = logits[:, [answer.true_id, answer.false_id]]
+    assert torch.allclose(got, direct, atol=1e-4)
+
+    if family == "qwen2_5_vl":  # the check has teeth: plain 1-D positions give other logits
+        inputs = vp.model_inputs(vp.answer_inputs(images, questions), prompt)
+        mask = inputs["attention_mask"]
+        linear = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        inputs["position_ids"] = linear.unsqueeze(0).expand(3, -1, -1)
+        with torch.inference_mode():
+            wrong = loaded.model(**inputs).logits[:, -1][:, [answer.true_id, answer.false_id]]
+        assert not torch.allclose(wrong, direct, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_answer_mode_scoring_equals_a_direct_computation(items, tmp_path):
+    """The scored prediction of two items is the comparison of the " True" and " False" logits
+    after the assistant prefix + "<answer>", computed here by hand from the tokenizer."""
+    import torch
+
+    from vqa_r1.eval.prompt_scoring import answer_predictions
+    from vqa_r1.models.virtual_prompt import VirtualPromptModel
+
+    images, questions = items
+    loaded = _loaded("tiny-qwen2.5-vl-pretrained")
+    vp = VirtualPromptModel(loaded)
+    answer = vp.answer_tokens()
+    tok = vp.tokenizer
+    assert answer.prefix == "<answer>"
+    assert tok.convert_ids_to_tokens([answer.true_id, answer.false_id]) == ["ĠTrue", "ĠFalse"]
+    prompt = torch.randn(4, loaded.model.get_input_embeddings().weight.shape[1]) * 0.05
+    said, pair = answer_predictions(vp, images[:2], questions[:2], prompt)
+    for i in range(2):
+        text = vp.prompt_text(questions[i]) + "<answer>"
+        batch = vp.processor(text=[text], images=[[images[i]]], return_tensors="pt")
+        embeds = loaded.model.get_input_embeddings()(batch["input_ids"])
+        embeds = torch.cat([prompt.unsqueeze(0), embeds], dim=1)
+        ids = torch.cat([torch.zeros(1, 4, dtype=torch.long), batch["input_ids"]], dim=1)
+        types = torch.cat([torch.zeros(1, 4, dtype=torch.long), batch["mm_token_type_ids"]], 1)
+        mask = torch.ones_like(ids)
+        positions, _ = loaded.model.model.get_rope_index(
+            ids,
+            mm_token_type_ids=types,
+            image_grid_thw=batch["image_grid_thw"],
+            attention_mask=mask,
+        )
+        with torch.inference_mode():
+            logits = loaded.model(
+                inputs_embeds=embeds,
+                attention_mask=mask,
+                position_ids=positions,
+                pixel_values=batch["pixel_values"],
+                image_grid_thw=batch["image_grid_thw"],
+            ).logits[0, -1]
+        t, f = (
+            tok(" True", add_special_tokens=False)["input_ids"][0],
+            tok(" False", add_special_tokens=False)["input_ids"][0],
+        )
+        assert pair[i] == pytest.approx([float(logits[t]), float(logits[f])], abs=1e-4)
+        assert said[i] == bool(logits[t] > logits[f])
+
+
+def _cli(*argv):
+    from vqa_r1.cli import main
+
+    return main(["prompt-tune", *argv])
+
+
+SMALL = [
+    "--set",
+    "data.synthetic_train=64",
+    "--set",
+    "eval_limit=8",
+    "--set",
+    "batch_size=4",
+    "--set",
+    "logging_steps=1",
+]
+
+
+@pytest.mark.slow
+def test_cli_run_writes_adapter_and_scores_and_resumes(tmp_path, capsys):
+    """As a user types it: a run killed after 2 of 4 steps resumes from its checkpoint and ends
+    with the same prompt as an uninterrupted run; final/ and eval/scores.json are written."""
+    from peft.utils import load_peft_weights
+
+    keys = {"accuracy", "accuracy_ci_95", "f1_weighted", "n", "correct", "per_relation"}
+    keys |= {"format_rate", "mode", "model", "split"}
+    common = ["--model", "tiny-qwen2.5-vl-pretrained", "--mode", "answer", *SMALL]
+    common += ["--set", "max_steps=4", "--set", "save_steps=2"]
+
+    whole = tmp_path / "whole"
+    assert _cli(*common, "--output-dir", str(whole)) == 0
+    assert (whole / "final" / "adapter_config.json").exists()
+    scores = json.loads((whole / "eval" / "scores.json").read_text())
+    assert keys <= set(scores)
+    assert scores["n"] == 8 and scores["mode"] == "answer" and scores["format_rate"] is None
+    assert scores["split"] == "validation"
+    records = json.loads((whole / "eval" / "generated_responses.json").read_text())
+    assert set(records[0]) >= {"true_response", "predicted_response"}
+
+    killed = tmp_path / "killed"
+    assert _cli(*common, "--output-dir", str(killed), "--stop-after", "2") == 0
+    assert not (killed / "final").exists()
+    assert (killed / "checkpoints" / "checkpoint-2" / "CHECKPOINT_COMPLETE").exists()
+    assert _cli(*common, "--output-dir", str(killed)) == 0
+    record = json.loads((killed / "final" / "prompt_tuning.json").read_text())
+    assert record["resumed_from"] == 2 and record["global_step"] == 4
+    a = load_peft_weights(str(whole / "final"))["prompt_embeddings"]
+    b = load_peft_weights(str(killed / "final"))["prompt_embeddings"]
+    assert (a - b).abs().max() < 1e-6
+    lines = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4]
+    assert json.loads((killed / "eval" / "scores.json").read_text())["n"] == 8
+
+
+@pytest.mark.slow
+def test_cli_reasoning_mode_generates(tmp_path):
+    out = tmp_path / "r"
+    argv = ["--mode", "reasoning", *SMALL, "--set", "max_steps=2", "--set", "eval_limit=4"]
+    assert _cli(*argv, "--output-dir", str(out)) == 0
+    scores = json.loads((out / "eval" / "scores.json").read_text())
+    assert scores["mode"] == "reasoning" and scores["n"] == 4
+    assert scores["format_rate"] is not None
+    records = json.loads((out / "eval" / "generated_responses.json").read_text())
+    assert all("<answer>" in r["predicted_response"] for r in records)
+
+
+def test_bad_mode_is_a_clear_error(tmp_path, capsys):
+    assert _cli("--mode", "direct", "--output-dir", str(tmp_path / "x")) == 2
+    err = capsys.readouterr().err
+    assert "mode" in err and "answer, reasoning" in err and "'direct'" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_unknown_key_and_unsupported_family_are_refused(monkeypatch, capsys):
+    from vqa_r1.errors import UserError
+    from vqa_r1.models import virtual_prompt
+
+    assert _cli("--set", "num_virtual_token=4", "--output-dir", "/nonexistent/x") == 2
+    assert "num_virtual_tokens" in capsys.readouterr().err
+    monkeypatch.setattr(virtual_prompt, "SUPPORTED_FAMILIES", ("qwen2_5_vl",))
+    with pytest.raises(UserError, match="'internvl' is not supported.*position ids"):
+        virtual_prompt.check_family("internvl")
+
+
+def test_help_lists_every_key(capsys):
+    import dataclasses
+
+    from vqa_r1.train.prompt_tuning import PromptTuneConfig
+    from vqa_r1.typed_config import describe
+
+    with pytest.raises(SystemExit):
+        _cli("--help")
+    out = capsys.readouterr().out
+    for key, *_ in describe(PromptTuneConfig):
+        assert f"  {key} (" in out
+    assert "data.synthetic_train (int, default 4000)" in out
+    assert {f.name for f in dataclasses.fields(PromptTuneConfig)} >= {"mode", "init", "data"}
