@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from vqa_r1.metrics import classification_scores, weighted_prf, wilson_interval
@@ -58,3 +60,28 @@ def test_one_sided_binomial_p_exact_values():
     assert one_sided_binomial_p(3, 4, 0.25) == pytest.approx(4 * 0.25**3 * 0.75 + 0.25**4)
     with pytest.raises(ValueError):
         one_sided_binomial_p(5, 4)
+
+
+def test_trend_test_matches_a_hand_computation():
+    from vqa_r1.metrics import trend_test
+
+    # levels 0, 1, 2 with 90/100, 80/100, 60/100 correct: pooled p = 230/300, mean x = 1
+    # T = sum (x - 1) * k = -90 + 60 = -30; var = p (1 - p) * 200
+    result = trend_test([0, 1, 2], [90, 80, 60], [100, 100, 100])
+    p = 230 / 300
+    z = -30 / math.sqrt(p * (1 - p) * 200)
+    assert result["z"] == pytest.approx(z)
+    assert result["p"] == pytest.approx(math.erfc(abs(z) / math.sqrt(2)))
+    assert result["p"] < 1e-5
+    flat = trend_test([0, 1, 2], [50, 50, 50], [100, 100, 100])
+    assert flat["z"] == pytest.approx(0.0) and flat["p"] == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        trend_test([0], [1], [2])
+
+
+def test_two_sided_doubles_the_smaller_tail():
+    from vqa_r1.metrics import two_sided
+
+    assert two_sided(0.01) == pytest.approx(0.02)
+    assert two_sided(0.99) == pytest.approx(0.02)
+    assert two_sided(0.5) == 1.0

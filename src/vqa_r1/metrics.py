@@ -101,3 +101,31 @@ def one_sided_binomial_p(k: int, n: int, p0: float = 0.5) -> float:
     ]
     top = max(log_terms)
     return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in log_terms))
+
+
+def two_sided(p_one_sided: float) -> float:
+    """The two-sided p-value of a symmetric test from its one-sided one."""
+    return min(1.0, 2 * min(p_one_sided, 1 - p_one_sided))
+
+
+def trend_test(xs: Sequence[float], correct: Sequence[int], totals: Sequence[int]) -> dict:
+    """Cochran-Armitage test for a linear trend of a proportion over ordered levels ``xs``.
+
+    Why this test: the bias study asks whether accuracy falls as the training set's bias rises,
+    one ordered question over all levels, with more power than pairwise tests between levels.
+    Returns the z statistic (negative: accuracy falls with x) and its two-sided p-value.
+    """
+    if not (len(xs) == len(correct) == len(totals)) or len(xs) < 2:
+        raise ValueError("a trend test needs at least two levels with counts")
+    n = sum(totals)
+    k = sum(correct)
+    if n == 0:
+        raise ValueError("a trend test needs items")
+    p = k / n
+    x_mean = sum(x * t for x, t in zip(xs, totals, strict=True)) / n
+    t_stat = sum((x - x_mean) * c for x, c in zip(xs, correct, strict=True))
+    var = p * (1 - p) * sum(t * (x - x_mean) ** 2 for x, t in zip(xs, totals, strict=True))
+    if var <= 0:
+        return {"z": 0.0, "p": 1.0}
+    z = t_stat / math.sqrt(var)
+    return {"z": z, "p": math.erfc(abs(z) / math.sqrt(2))}

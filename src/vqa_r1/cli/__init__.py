@@ -25,6 +25,10 @@ VERBS: dict[str, tuple[str, str]] = {
     ),
     "sft": ("vqa_r1.cli.train", "supervised fine-tuning with LoRA (TRL SFTTrainer)"),
     "grpo": ("vqa_r1.cli.train", "GRPO with LoRA (TRL GRPOTrainer)"),
+    "prompt-tune": (
+        "vqa_r1.cli.prompt_tune",
+        "PEFT prompt tuning (virtual tokens, model frozen) in answer or reasoning mode",
+    ),
     "evaluate": ("vqa_r1.cli.evaluate", "batched evaluation of a model or checkpoint"),
     "score": ("vqa_r1.cli.score", "score a generated_responses.json without a model"),
     "demo": (
@@ -32,6 +36,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "the embedded end-to-end demo on CPU (data, SFT, GRPO, evaluation)",
     ),
     "judge": ("vqa_r1.cli.judge", "LLM-as-judge alignment checks and statistics"),
+    "tables": (
+        "vqa_r1.cli.tables",
+        "rebuild every experiment's tables and plots, and the study's reference table",
+    ),
     "bench": ("vqa_r1.cli.bench", "benchmarks side by side against the methods they replace"),
 }
 

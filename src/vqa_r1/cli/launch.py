@@ -94,6 +94,15 @@ def add_chain_and_monitor_verbs(sub) -> None:
     p = sub.add_parser("pipeline", help="submit sft -> merge -> grpo -> evaluate as a job chain")
     add_pipeline_arguments(p)
     add_job_arguments(p)
+    p = sub.add_parser(
+        "experiment",
+        help="a declared study (text-bias, sim2real, drivingvqa, prompt-tuning) as a job chain",
+        description="Run a declared experiment (src/vqa_r1/experiments/specs/NAME.yaml) as a "
+        "chain of jobs ending in its tables and plots. Re-launching the same command skips the "
+        "steps that are complete.",
+    )
+    add_experiment_arguments(p)
+    add_job_arguments(p)
     p = sub.add_parser("merge", help="merge a LoRA adapter into its base model (<run>/merged)")
     add_model_argument(p, required=True, what=": the adapter's base model")
     p.add_argument("--adapter", required=True, help="LoRA adapter folder or run directory")
@@ -170,6 +179,22 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_dir_argument(parser, "pipeline folder", "runs/pipeline-<model>-<time>")
 
 
+def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    from vqa_r1.experiments.spec import list_specs
+
+    parser.add_argument(
+        "name", metavar="NAME", help=f"one of {', '.join(list_specs())}, or a spec file path"
+    )
+    add_model_argument(parser, required=True)
+    add_set_argument(
+        parser,
+        "override a recipe key of every run (KEY=VALUE), of one verb's runs (sft:KEY=VALUE; "
+        "verbs sft, grpo, merge, evaluate, prompt-tune), or the spec (experiment.KEY=VALUE)",
+        "[VERB:]KEY=VALUE",
+    )
+    add_output_dir_argument(parser, "experiment folder", "results/experiments/<name>-<model>")
+
+
 def job_options(args: argparse.Namespace) -> JobOptions:
     return JobOptions(
         executor=args.executor,
@@ -210,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb in MONITOR_VERBS:
             return monitor(args)
         job = job_options(args)
+        if args.verb == "experiment":
+            from vqa_r1.experiments import run_experiment
+
+            return run_experiment(
+                args.name, args.model, list(args.overrides), args.output_dir, job, command
+            )
         if args.verb == "pipeline":
             overrides = list(args.overrides)
             if args.dataset:

@@ -30,6 +30,7 @@ import submitit
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
+from vqa_r1.report.experiment import EXPERIMENT_FILE  # an experiment's chain: steps as a pipeline's
 
 JOBS_FILE = "jobs.json"
 PIPELINE_FILE = "pipeline.json"
@@ -166,12 +167,15 @@ def resolve_target(target: str) -> tuple[str, list[Entry]]:
     """A run, sweep or pipeline folder, or a job id -> (kind, entries)."""
     path = Path(target)
     if path.is_dir():
-        if (path / PIPELINE_FILE).exists():
-            steps = json.loads((path / PIPELINE_FILE).read_text())["steps"]
+        chain = next(
+            (path / f for f in (PIPELINE_FILE, EXPERIMENT_FILE) if (path / f).exists()), None
+        )
+        if chain is not None:
+            steps = json.loads(chain.read_text())["steps"]
             entries = [_entry(s["name"], Path(s["run_dir"]), s.get("job_id")) for s in steps]
             for entry, step in zip(entries, steps, strict=True):
                 entry.recorded_state = step.get("state")
-            return "pipeline", entries
+            return ("pipeline" if chain.name == PIPELINE_FILE else "experiment"), entries
         if (path / SWEEP_FILE).exists():
             elements = json.loads((path / SWEEP_FILE).read_text())["elements"]
             return "sweep", [
@@ -307,6 +311,19 @@ def collect_status(entries: list[Entry]) -> list[JobStatus]:
     return [job_status(entry, rows) for entry in entries]
 
 
+def explain_graph(statuses: list[JobStatus]) -> str:
+    """One verdict for an experiment: its branches are independent, so count instead of stop."""
+    ended = {s.label: s.state.split()[0] for s in statuses}
+    failed = [k for k, v in ended.items() if v in FINAL_STATES and v != "COMPLETED"]
+    done = sum(v == "COMPLETED" for v in ended.values())
+    rest = len(ended) - done - len(failed)
+    verdict = "COMPLETED" if done == len(ended) else ("IN PROGRESS" if rest else "ENDED")
+    text = f"experiment {verdict}: {done} of {len(ended)} steps completed"
+    if failed:
+        text += f"; failed: {', '.join(failed)} (their dependents do not run)"
+    return text
+
+
 def explain_chain(statuses: list[JobStatus]) -> str:
     """One verdict for a pipeline; later steps of a failed step get a note that they never ran."""
     for index, status in enumerate(statuses):
@@ -329,7 +346,9 @@ def explain_chain(statuses: list[JobStatus]) -> str:
 def status_report(target: str, as_json: bool = False) -> str:
     kind, entries = resolve_target(target)
     statuses = collect_status(entries)
-    verdict = explain_chain(statuses) if kind == "pipeline" else ""
+    verdict = {"pipeline": explain_chain, "experiment": explain_graph}.get(kind, lambda s: "")(
+        statuses
+    )
     if as_json:
         return json.dumps(
             {"kind": kind, "verdict": verdict, "jobs": [asdict(s) for s in statuses]}, indent=2

@@ -81,9 +81,17 @@ def resolve_run(spec: RunSpec) -> tuple[RunConfig, Path]:
 
 
 def request_for_config(
-    job: JobOptions, verb: str, config: RunConfig, run_dir: Path, adapter: str | None = None
+    job: JobOptions,
+    verb: str,
+    config: RunConfig,
+    run_dir: Path,
+    adapter: str | None = None,
+    check_data: bool = True,
 ) -> LaunchRequest:
-    """The job request for a resolved config (single jobs, sweep elements, pipeline steps)."""
+    """The job request for a resolved config (single jobs, sweep elements, pipeline steps).
+
+    ``check_data=False``: the dataset is made at submission by the caller (an experiment's dry
+    run prints the chain without building its datasets)."""
     r = config.resources
     gpus = job.gpus if job.gpus is not None else r.gpus
     res = Resources(
@@ -113,7 +121,8 @@ def request_for_config(
         if not (run_dir / "config.yaml").exists():
             save_config(config, run_dir / "config.yaml")
     check_model_available(config, submitting=not job.dry_run)
-    check_dataset(config, verb)
+    if check_data:
+        check_dataset(config, verb)
     return LaunchRequest(
         task_for(verb, run_dir, adapter),
         res,
@@ -227,7 +236,12 @@ def check_model_available(config: RunConfig, submitting: bool) -> None:
     )
     if submitting:
         raise UserError(message)
-    print(f"note: {message}", file=sys.stderr)
+    if spec.hub_id not in _NOTED:  # a chain of 17 dry-run steps says it once
+        _NOTED.add(spec.hub_id)
+        print(f"note: {message}", file=sys.stderr)
+
+
+_NOTED: set[str] = set()
 
 
 def summarise(result: Any) -> str:

@@ -158,3 +158,34 @@ def mark(run_dir: str, **fields) -> None:
 
 def restart_count() -> int:
     return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+
+
+@dataclass
+class TablesTask(Task):
+    """An experiment's tables and plots, rebuilt from its run directories (``run_dir``: the
+    experiment folder), so the report lands with the last job of the chain."""
+
+    verb = "tables"
+
+    def run(self) -> dict:
+        from vqa_r1.report.experiment import build_report
+
+        return build_report(Path(self.run_dir))
+
+
+@dataclass
+class PromptTuneTask(Task):
+    """Prompt tuning then its evaluation (``base``: the base model scored the same way, no
+    training). The config is small and typed; a requeued job resumes from its checkpoints."""
+
+    config: object = None  # PromptTuneConfig
+    base: bool = False
+
+    verb = "prompt-tune"
+
+    def run(self) -> dict:
+        from vqa_r1.launch.prompt_tuning import run_base, run_prompt_tuning
+
+        if self.base:
+            return run_base(self.config, self.run_dir, progress=False)
+        return run_prompt_tuning(self.config, self.run_dir, progress=False)

@@ -1,0 +1,100 @@
+"""Declared experiments: one spec file per study, launched as a resumable chain of jobs.
+
+``python slurm/launch.py experiment NAME --model MODEL`` reads ``specs/NAME.yaml``, plans every
+run, evaluation and dataset of the study with the model's own recipes (builder.py and one planner
+per kind), prepares the datasets on the login node, and submits the steps as jobs that wait for
+the steps they need (launch/chain.py), the last one writing the tables and plots
+(report/experiment.py). ``experiment.json`` in the experiment folder records the design, the
+steps and their jobs; re-launching the same command skips what is complete.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vqa_r1.errors import UserError
+from vqa_r1.experiments import drivingvqa, prompt_tuning, sim2real, text_bias
+from vqa_r1.experiments.builder import Builder, split_overrides
+from vqa_r1.experiments.spec import list_specs, load_spec
+from vqa_r1.launch import chain
+from vqa_r1.launch.plan import JobOptions
+from vqa_r1.report.experiment import EXPERIMENT_FILE
+from vqa_r1.typed_config import to_dict
+
+PLANNERS = {
+    "text-bias": text_bias.plan,
+    "sim2real": sim2real.plan,
+    "drivingvqa": drivingvqa.plan,
+    "prompt-tuning": prompt_tuning.plan,
+}
+
+__all__ = ["list_specs", "plan_experiment", "run_experiment"]
+
+
+def plan_experiment(
+    name: str, model: str, overrides: list[str], output_dir: str | None, job: JobOptions
+) -> Builder:
+    per_verb, spec_overrides = split_overrides(overrides)
+    spec = load_spec(name, spec_overrides)
+    label = Path(name).stem
+    root = Path(output_dir or f"results/experiments/{label}-{model}").resolve()
+    if (root / "config.yaml").exists():
+        raise UserError(f"{root} is a run directory; give the experiment its own --output-dir")
+    b = Builder(spec, label, model, root, job, per_verb)
+    PLANNERS[spec.kind](b)
+    b.add_tables_step()
+    return b
+
+
+def header(b: Builder) -> dict:
+    return {
+        "experiment": b.name,
+        "kind": b.spec.kind,
+        "description": b.spec.description,
+        "model": b.model,
+        "spec": to_dict(b.spec),
+        "data": b.notes,
+        "tables": b.tables,
+    }
+
+
+def describe(b: Builder) -> list[str]:
+    todo = [s for s in b.steps if not s.done]
+    lines = [
+        f"# experiment {b.name} ({b.spec.kind}) on {b.model} in {b.root}",
+        f"# {len(b.steps)} steps, {len(b.steps) - len(todo)} complete from an earlier launch",
+    ]
+    lines += [f"# data: {note}" for note in b.notes]
+    for step in chain.order(b.steps):
+        after = f" after {', '.join(step.after)}" if step.after and step.name != "tables" else ""
+        if step.name == "tables":
+            after = " after all other steps (afterany)"
+        state = " [complete: skipped]" if step.done else ""
+        lines.append(f"#   {step.name} ({step.info.get('verb')}){after}{state}")
+    return lines
+
+
+def run_experiment(
+    name: str,
+    model: str,
+    overrides: list[str],
+    output_dir: str | None,
+    job: JobOptions,
+    command: str,
+) -> int:
+    b = plan_experiment(name, model, overrides, output_dir, job)
+    if job.dry_run:
+        print(chain.dry_run(b.steps, describe(b)), end="")
+        return 0
+    print("\n".join(describe(b)), flush=True)
+    kind, failed = chain.launch(b.steps, b.root / EXPERIMENT_FILE, header(b), job.executor, command)
+    if kind == "slurm":
+        print(f"submitted experiment {b.name}; folder {b.root}")
+        for step in b.steps:
+            print(f"  {step.name:<28} {step.state or '':<22} job {step.job_id or '-'}")
+        return 0
+    if failed:
+        print(f"experiment {b.name}: failed steps {', '.join(failed)}; folder {b.root}")
+        return 1
+    print(f"experiment {b.name} completed; tables and plots in {b.root}")
+    return 0

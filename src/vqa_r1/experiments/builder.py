@@ -1,0 +1,315 @@
+"""Turning an experiment's conditions into chain steps: runs, evaluations, data, tables.
+
+The kind-specific planners (text_bias.py, sim2real.py, ...) say *what* is trained on which data
+and evaluated where; this module makes each of those a resolved, checked job (the model's own
+recipes plus the spec's and the command line's overrides), decides whether an earlier launch
+already finished it, and declares the tables the results land in. Datasets the jobs read (the
+synthetic scenes, the biased training sets) are prepared on the login node at submission, so the
+jobs find them ready and every image is verified before anything is queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.config import RunConfig
+from vqa_r1.errors import UserError
+from vqa_r1.launch.chain import Step
+from vqa_r1.launch.plan import JobOptions, check_model_available, request_for_config
+from vqa_r1.launch.submit import LaunchRequest, Resources
+from vqa_r1.launch.task import PromptTuneTask, TablesTask
+from vqa_r1.recipes import load_config
+from vqa_r1.run_dir import RunDir
+from vqa_r1.train.merge import merged_dir
+from vqa_r1.typed_config import to_dict
+
+VERBS = ("sft", "grpo", "merge", "evaluate", "prompt_tune")
+
+
+def split_overrides(items: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """``--set KEY=V`` (every run), ``--set VERB:KEY=V`` (one verb's runs) and
+    ``--set experiment.KEY=V`` (the spec) -> (per-verb overrides, spec overrides)."""
+    per_verb: dict[str, list[str]] = {v: [] for v in VERBS}
+    spec: list[str] = []
+    for item in items or []:
+        head, sep, rest = item.partition(":")
+        if item.startswith("experiment."):
+            spec.append(item.removeprefix("experiment."))
+        elif sep and "=" not in head:
+            verb = head.replace("-", "_")
+            if verb not in per_verb:
+                raise UserError(f"--set {item!r}: {head!r} is not a verb ({', '.join(VERBS)})")
+            per_verb[verb].append(rest)
+        else:
+            for verb in VERBS:
+                per_verb[verb].append(item)
+    return per_verb, spec
+
+
+@dataclass
+class DataPrep:
+    """A dataset to create at submission (skipped by a dry run)."""
+
+    description: str
+    make: Callable[[], Any]
+
+
+@dataclass
+class Builder:
+    """Collects the steps, data preparations and table declarations of one experiment."""
+
+    spec: Any  # ExperimentSpec
+    name: str
+    model: str
+    root: Path
+    job: JobOptions
+    overrides: dict[str, list[str]]
+    steps: list[Step] = field(default_factory=list)
+    prep: list[DataPrep] = field(default_factory=list)
+    tables: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was (or would be) prepared
+
+    # ------------------------------------------------------------------------- data
+    def source_dataset(self) -> str:
+        """The spec's dataset as a folder; the model's synthetic scenes are generated here."""
+        if self.spec.dataset != "synthetic":
+            return str(Path(self.spec.dataset).resolve())
+        return self.synthetic(self.config("sft").data, "synthetic scenes (the SFT recipe's data)")
+
+    def real_dataset(self) -> str:
+        """sim2real's real domain: a dataset folder, or the synthetic generator's shifted domain."""
+        if self.spec.real_dataset != "shifted":
+            return str(Path(self.spec.real_dataset).resolve())
+        data = self.config("sft", ["data.synthetic_domain=shifted"]).data
+        return self.synthetic(data, "shifted synthetic scenes (the real domain's stand-in)")
+
+    def drivingvqa_dataset(self) -> str:
+        """A DrivingVQA folder, or (``synthetic``) the stand-in drawn from synthetic scenes."""
+        if self.spec.dataset != "synthetic":
+            return str(Path(self.spec.dataset).resolve())
+        from vqa_r1.paths import cache_root
+
+        folder = cache_root() / "data" / "drivingvqa-standin-v1-seed0"
+        what = "DrivingVQA-format stand-in from synthetic scenes"
+        if self.job.dry_run:
+            self.notes.append(f"{what}: written at submission into {folder}")
+            return str(folder)
+        if not folder.exists():
+            from vqa_r1.data.drivingvqa_standin import write_standin
+
+            write_standin(folder)
+        self.notes.append(f"{what}: {folder}")
+        return str(folder)
+
+    def synthetic(self, data_config: Any, what: str) -> str:
+        if self.job.dry_run:
+            self.notes.append(f"{what}: generated at submission")
+            return f"<{what.split(' (')[0]}, generated at submission>"
+        from vqa_r1.data.datasets import dataset_dir
+
+        folder = str(dataset_dir(data_config))
+        self.notes.append(f"{what}: {folder}")
+        return folder
+
+    def measure_bias(self, source: str, kind: str) -> str:
+        """The unbiased set's own bias (near 0.5, never exactly), measured like the biased ones'
+        and written as a card beside them; returns the card's path relative to the root."""
+        out = self.root / "data" / f"{kind}-bias-none"
+        relative = f"data/{out.name}/bias_card.json"
+        if self.job.dry_run:
+            self.notes.append(f"unbiased training set: its {kind} bias measured at submission")
+            return relative
+        from vqa_r1.data.bias import text_bias, visual_bias
+        from vqa_r1.data.datasets import load_split
+        from vqa_r1.io import atomic_write_json
+
+        ds = load_split(source, "train")
+        achieved = (text_bias if kind == "text" else visual_bias)(ds)
+        card = {
+            "kind": kind,
+            "source": source,
+            "split": "train",
+            "achieved": achieved,
+            "n": len(ds),
+        }
+        atomic_write_json(out / "bias_card.json", card)
+        self.notes.append(f"unbiased training set: {kind} bias {achieved:.3f}")
+        return relative
+
+    def prepare_bias(self, source: str, out: Path, kind: str, target: float, seed: int) -> None:
+        """A biased training set, built now (seconds: a classifier on the labels or on small
+        image features) so that its achieved bias is known before any job is queued."""
+        what = f"{kind}-biased training set, target {target:g}, seed {seed}"
+        if self.job.dry_run:
+            self.notes.append(f"{what}: built at submission into {out}")
+            return
+        from vqa_r1.data.bias import build_biased_dataset
+
+        card = build_biased_dataset(source, out, kind, target, seed=seed)
+        self.notes.append(f"{what}: achieved {card['achieved']:.3f} in {out}")
+
+    # ------------------------------------------------------------------------- configs
+    def config(self, verb: str, extra: list[str] | None = None) -> RunConfig:
+        """The model's recipe for ``verb`` + the spec's settings + the command line's."""
+        key = verb.replace("-", "_")
+        items = [*getattr(self.spec.settings, key), *self.overrides[key], *(extra or [])]
+        return load_config(verb, self.model, None, items)
+
+    # ------------------------------------------------------------------------- steps
+    def _add(self, name: str, verb: str, config: RunConfig, adapter: str | None, after, info):
+        run_dir = self.root / name
+        config.output_dir = str(run_dir)
+        done = is_done(verb, run_dir)
+        if not done and (run_dir / "config.yaml").exists():
+            check_same_config(run_dir, config)
+        request = request_for_config(
+            self.job, verb, config, run_dir, adapter, check_data=not self.job.dry_run
+        )
+        request.job_name = f"vqa-r1-{self.name}-{verb}"
+        step = Step(name, run_dir, request, list(after), done=done)
+        step.info = {"verb": verb, **info}
+        self.steps.append(step)
+        return step
+
+    def train(
+        self,
+        name: str,
+        verb: str,
+        dataset: str,
+        labels: dict,
+        init_adapter: str | None = None,
+        model_path: str | None = None,
+        after: tuple[str, ...] = (),
+        extra: list[str] | None = None,
+    ) -> Step:
+        config = self.config(verb, extra)
+        config.data.dataset = dataset  # may be made at submission: not checked by load_config
+        if init_adapter:
+            config.init_adapter = init_adapter
+        if model_path:
+            config.model.path = model_path
+        return self._add(name, verb, config, None, after, {"labels": labels})
+
+    def merge(self, name: str, adapter_step: Step) -> Step:
+        config = self.config("merge")
+        config.resources.time = "01:00:00"
+        return self._add(
+            name, "merge", config, str(adapter_step.run_dir), (adapter_step.name,), {"labels": {}}
+        )
+
+    def evaluate(
+        self,
+        name: str,
+        dataset: str,
+        labels: dict,
+        adapter_step: Step | None = None,
+        model_path: str | None = None,
+        after: tuple[str, ...] = (),
+        extra: list[str] | None = None,
+    ) -> Step:
+        config = self.config("evaluate", [f"eval.split={self.spec.eval_split}", *(extra or [])])
+        config.data.dataset = dataset
+        if model_path:
+            config.model.path = model_path
+        adapter = str(adapter_step.run_dir) if adapter_step else None
+        waits = (*after, *((adapter_step.name,) if adapter_step else ()))
+        return self._add(name, "evaluate", config, adapter, waits, {"labels": labels})
+
+    def prompt_tune(self, name: str, mode: str, base: bool) -> Step:
+        """Prompt tuning (or, ``base``, the base model scored the same way) in one mode. Its job
+        gets the resources of the model's SFT recipe (the same model is loaded and trained)."""
+        from vqa_r1.train.prompt_tuning import config_from_overrides
+
+        items = [
+            f"model={self.model}",
+            f"mode={mode}",
+            f"eval_split={self.spec.eval_split}",
+            *self.spec.settings.prompt_tune,
+            *self.overrides["prompt_tune"],
+        ]
+        if self.spec.dataset != "synthetic":
+            items.append(f"data.dataset={self.source_dataset()}")
+        config = config_from_overrides(items)
+        check_model_available(self.config("sft"), submitting=not self.job.dry_run)
+        run_dir = self.root / name
+        verb = "prompt_base" if base else "prompt_tune"
+        r = self.config("sft").resources
+        gpus = self.job.gpus if self.job.gpus is not None else r.gpus
+        request = LaunchRequest(
+            PromptTuneTask(str(run_dir), config=config, base=base),
+            Resources(gpus=gpus, nodes=1, time=self.job.time or r.time, mem_gb=r.mem_gb),
+            self.job.executor,
+            self.job.cluster,
+            f"vqa-r1-{self.name}-{verb.replace('_', '-')}",
+            self.job.dry_run,
+            summary=[
+                f"# vqa-r1 prompt-tune --model {self.model} --mode {mode} ({name})",
+                f"# settings: {to_dict(config)}",
+            ],
+            max_requeues=self.job.max_requeues,
+            snapshot=self.job.snapshot,
+        )
+        step = Step(name, run_dir, request, [], done=is_done(verb, run_dir))
+        step.info = {"verb": verb, "labels": {"mode": mode, "base": base}}
+        self.steps.append(step)
+        return step
+
+    def add_tables_step(self) -> Step:
+        """Tables and plots after every other step, whatever their outcome (a failed condition
+        shows as a missing row, not as a missing report)."""
+        request = LaunchRequest(
+            TablesTask(str(self.root)),
+            Resources(gpus=0, nodes=1, time="00:30:00", mem_gb=8),
+            self.job.executor,
+            self.job.cluster,
+            f"vqa-r1-{self.name}-tables",
+            self.job.dry_run,
+            summary=[f"# vqa-r1 tables {self.root}"],
+            max_requeues=self.job.max_requeues,
+            snapshot=self.job.snapshot,
+        )
+        others = [s.name for s in self.steps]
+        step = Step("tables", self.root / "tables", request, others, after_any=True)
+        step.info = {"verb": "tables"}
+        self.steps.append(step)
+        return step
+
+    def declare_table(self, table: dict) -> None:
+        self.tables.append(table)
+
+
+def is_done(verb: str, run_dir: Path) -> bool:
+    """Whether an earlier launch completed this step (its output is whole)."""
+    if verb == "evaluate":
+        return (run_dir / "scores.json").exists()
+    if verb == "prompt_tune":
+        return (run_dir / "eval" / "scores.json").exists()
+    if verb == "prompt_base":
+        return (run_dir / "scores.json").exists()
+    if verb in ("sft", "grpo", "merge"):
+        state = RunDir(run_dir).status().get("state") if run_dir.exists() else None
+        return state == "COMPLETED" and (verb != "merge" or merged_dir(run_dir).exists())
+    return False
+
+
+def check_same_config(run_dir: Path, config: RunConfig) -> None:
+    """A re-launch must not resume a run directory under other settings than it started with."""
+    from vqa_r1.config import read_config
+
+    old = read_config(run_dir / "config.yaml").to_dict()
+    new = config.to_dict()
+    diff = sorted(
+        f"{section}.{key}"
+        for section, values in new.items()
+        if isinstance(values, dict)
+        for key, value in values.items()
+        if section != "resources" and old.get(section, {}).get(key) != value
+    )
+    if diff:
+        raise UserError(
+            f"{run_dir} was started with other settings ({', '.join(diff[:6])}); resume with the "
+            "same --set values, or give the experiment a new --output-dir"
+        )

@@ -1,0 +1,59 @@
+"""The DrivingVQA study: reasoning that grounds each relevant object with a box, then a
+multiple-choice answer.
+
+SFT on the interleaved explanations (``[x1, y1, x2, y2] entity`` inside ``<think>``), merge the
+adapter into the base model, GRPO on the merged model with multiple-choice accuracy, box IoU and
+format rewards, and evaluate base, SFT and SFT -> GRPO on the test split (exact letter sets). The
+comparison: each trained model against the base model, and GRPO against SFT (two-proportion tests).
+"""
+
+from __future__ import annotations
+
+from vqa_r1.experiments.builder import Builder
+from vqa_r1.train.merge import merged_dir
+
+
+def plan(b: Builder) -> None:
+    spec = b.spec
+    data = b.drivingvqa_dataset()
+    b.evaluate("eval/base", data, {"method": "base"})
+    sft = b.train("runs/sft", "sft", data, {"method": "sft"})
+    b.evaluate("eval/sft", data, {"method": "sft"}, sft)
+    merge = b.merge("runs/merge", sft)
+    merged = str(merged_dir(merge.run_dir))
+    rewards = []
+    if spec.grpo_rewards:  # the recipe's weights belong to the recipe's rewards
+        weights = spec.grpo_reward_weights
+        rewards = [
+            f"train.reward_funcs=[{','.join(spec.grpo_rewards)}]",
+            f"train.reward_weights=[{','.join(map(str, weights))}]"
+            if weights
+            else "train.reward_weights=null",
+        ]
+    grpo = b.train(
+        "runs/grpo",
+        "grpo",
+        data,
+        {"method": "sft+merge+grpo"},
+        model_path=merged,
+        after=(merge.name,),
+        extra=rewards,
+    )
+    b.evaluate("eval/grpo", data, {"method": "sft+merge+grpo"}, grpo, model_path=merged)
+    rows = [
+        {"step": f"eval/{name}", "labels": {"method": method}}
+        for name, method in (("base", "base"), ("sft", "sft"), ("grpo", "sft+merge+grpo"))
+    ]
+    b.declare_table(
+        {
+            "name": "accuracy",
+            "title": f"DrivingVQA: multiple-choice accuracy (exact letter set) on the "
+            f"{spec.eval_split} split",
+            "rows": rows,
+            "tests": [
+                {"kind": "versus", "reference": {"method": "base"}},
+                {"kind": "versus", "reference": {"method": "sft"}},
+            ],
+            "plots": [{"kind": "bars", "group": "method", "file": "accuracy.png"}],
+        }
+    )

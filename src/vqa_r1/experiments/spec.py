@@ -1,0 +1,110 @@
+"""What an experiment declares: its kind, conditions and per-verb settings, as one typed file.
+
+A spec file (``specs/<name>.yaml``) fixes the study's design (bias levels, methods, domains); the
+recipes of the chosen model fix how each run trains. ``--set experiment.KEY=VALUE`` changes the
+design for one launch (a reduced CI version, another level), ``--set [VERB:]KEY=VALUE`` the runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from vqa_r1.errors import UserError
+from vqa_r1.typed_config import build, load_mapping, option, parse_overrides
+
+SPEC_DIR = Path(__file__).parent / "specs"
+Kind = Literal["text-bias", "sim2real", "drivingvqa", "prompt-tuning"]
+
+
+def _levels(value: object) -> object:
+    """Bias levels are "none" or a target accuracy in (0.5, 1]; checked before any job exists."""
+    items = value if isinstance(value, list) else str(value).strip("[]").split(",")
+    for item in items:
+        text = str(item).strip().lower()
+        if text == "none":
+            continue
+        try:
+            level = float(text)
+        except ValueError:
+            raise ValueError(f"bias level {item!r} is neither 'none' nor a number") from None
+        if not 0.5 < level <= 1.0:
+            raise ValueError(f"bias level {level} must be in (0.5, 1]: 0.5 is no bias")
+    return value
+
+
+@dataclass
+class VerbSettings:
+    """Overrides (``KEY=VALUE``, as ``--set``) applied to every run of one verb."""
+
+    sft: list[str] = option(default_factory=list, help="overrides of the SFT runs")
+    grpo: list[str] = option(default_factory=list, help="overrides of the GRPO runs")
+    merge: list[str] = option(default_factory=list, help="overrides of the merge runs")
+    evaluate: list[str] = option(default_factory=list, help="overrides of the evaluations")
+    prompt_tune: list[str] = option(default_factory=list, help="overrides of prompt tuning")
+
+
+@dataclass
+class ExperimentSpec:
+    kind: Kind = option(help="which study design this is")
+    description: str = option("", help="one paragraph: the question the experiment answers")
+    methods: list[str] = option(
+        default_factory=lambda: ["sft", "grpo"], help="training methods compared (sft, grpo)"
+    )
+    dataset: str = option(
+        "synthetic", help="'synthetic' (the model's recipe data) or a dataset folder"
+    )
+    eval_split: str = option("test", help="split the reported numbers come from")
+    bias_kind: Literal["text", "visual"] = option("text", help="text-bias: which bias")
+    bias_levels: list[str] = option(
+        default_factory=lambda: ["none"],
+        help="text-bias: 'none' or target accuracies of the bias classifier",
+        parse=_levels,
+    )
+    bias_seed: int = option(0, help="text-bias: undersampling seed")
+    real_dataset: str = option(
+        "shifted", help="sim2real: 'shifted' (synthetic domain shift) or a real dataset folder"
+    )
+    grpo_rewards: list[str] = option(
+        default_factory=list, help="drivingvqa: GRPO rewards; empty: the recipe's"
+    )
+    grpo_reward_weights: list[float] | None = option(
+        None, help="drivingvqa: one weight per GRPO reward; none: all 1"
+    )
+    prompt_modes: list[str] = option(
+        default_factory=lambda: ["answer", "reasoning"], help="prompt-tuning: modes compared"
+    )
+    settings: VerbSettings = field(default_factory=VerbSettings)
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in ("sft", "grpo")]
+        if unknown:
+            raise UserError(f"experiment.methods: unknown {unknown}; choose from sft, grpo")
+        bad = [m for m in self.prompt_modes if m not in ("answer", "reasoning")]
+        if bad:
+            raise UserError(f"experiment.prompt_modes: unknown {bad}; use answer, reasoning")
+
+
+def list_specs() -> list[str]:
+    return sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+
+
+def spec_path(name: str) -> Path:
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        return candidate
+    path = SPEC_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise UserError(
+            f"unknown experiment {name!r}: declared are {', '.join(list_specs())} "
+            f"(src/vqa_r1/experiments/specs), or give a spec file path"
+        )
+    return path
+
+
+def load_spec(name: str, overrides: list[str] | None = None) -> ExperimentSpec:
+    """The declared spec with ``experiment.KEY=VALUE`` overrides (the prefix already removed)."""
+    path = spec_path(name)
+    spec = build(ExperimentSpec, load_mapping(path, "experiment spec"), f"{path}:")
+    return build(spec, parse_overrides(overrides, "--set experiment."), "experiment")

@@ -1,0 +1,220 @@
+"""An experiment's tables, tests and plots, rebuilt from its run directories alone.
+
+``experiment.json`` (written when the experiment was launched) declares each table: its rows
+(the evaluation step whose ``scores.json`` gives n, accuracy, its Wilson interval and the weighted
+F1; labels; values read from other files such as a bias card), the tests that compare its
+conditions and its plots. Nothing here is typed in: every number is read from a file under the
+experiment folder, every path is relative to it, and the output is sorted and formatted the same
+way every time, so the same run directories give the same bytes (``vqa-r1 tables`` checks this).
+A condition whose evaluation is missing (failed, or still running) is a row marked ``missing``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vqa_r1.errors import UserError
+from vqa_r1.metrics import trend_test, two_proportion_p, two_sided
+from vqa_r1.report.plots import plot_accuracy_bars, plot_accuracy_trend, plot_all_runs
+from vqa_r1.report.tables import write_table
+
+EXPERIMENT_FILE = "experiment.json"
+SCORE_COLUMNS = ("n", "accuracy", "ci_low", "ci_high", "f1_weighted")
+
+
+def read_experiment(root: Path) -> dict:
+    path = root / EXPERIMENT_FILE
+    if not path.exists():
+        raise UserError(f"{root}: no {EXPERIMENT_FILE}; not an experiment folder")
+    return json.loads(path.read_text())
+
+
+def _value(root: Path, relative: str, key: str) -> Any:
+    try:
+        return json.loads((root / relative).read_text()).get(key)
+    except (OSError, ValueError):
+        return None
+
+
+def table_rows(root: Path, table: dict) -> list[dict]:
+    """One dict per declared row: its labels, read values, and the scores (or ``missing``)."""
+    rows = []
+    for spec in table["rows"]:
+        row: dict[str, Any] = dict(spec["labels"])
+        for column, value in spec.get("values", {}).items():
+            row[column] = value
+        for column, (relative, key) in spec.get("from_files", {}).items():
+            row[column] = _value(root, relative, key)
+        scores_path = root / spec.get("scores", f"{spec['step']}/scores.json")
+        try:
+            scores = json.loads(scores_path.read_text())
+        except (OSError, ValueError):
+            scores = None
+        if scores is None:
+            row.update({c: None for c in SCORE_COLUMNS}, correct=None, status="missing")
+        else:
+            low, high = scores.get("accuracy_ci_95", [None, None])
+            row.update(
+                n=scores.get("n"),
+                accuracy=scores.get("accuracy"),
+                ci_low=low,
+                ci_high=high,
+                f1_weighted=scores.get("f1_weighted"),
+                correct=scores.get("correct"),
+                status="ok",
+            )
+        rows.append(row)
+    return rows
+
+
+def _matches(row: dict, wanted: dict) -> bool:
+    return all(str(row.get(k)) == str(v) for k, v in wanted.items())
+
+
+def _has_counts(row: dict) -> bool:
+    return row.get("correct") is not None and bool(row.get("n"))
+
+
+def versus_column(rows: list[dict], test: dict) -> tuple[str, list[float | None]]:
+    """Two-sided two-proportion p of each row against its reference row.
+
+    The reference is the row matching ``reference`` that shares the row's ``within`` and
+    ``match`` labels (e.g. the same method's unbiased run, evaluated on the same domain).
+    """
+    keys = [k for k in (test.get("within"), *test.get("match", [])) if k]
+    ref_text = ", ".join(f"{k}={v}" for k, v in test["reference"].items())
+    name = f"p vs {ref_text}" + (f" (same {', '.join(keys)})" if keys else "")
+    values: list[float | None] = []
+    for row in rows:
+        reference = next(
+            (
+                r
+                for r in rows
+                if _matches(r, test["reference"]) and all(r.get(k) == row.get(k) for k in keys)
+            ),
+            None,
+        )
+        if (
+            reference is None
+            or reference is row
+            or not (_has_counts(row) and _has_counts(reference))
+        ):
+            values.append(None)
+            continue
+        one = two_proportion_p(row["correct"], row["n"], reference["correct"], reference["n"])
+        values.append(two_sided(one))
+    return name, values
+
+
+def trend_rows(rows: list[dict], test: dict) -> list[dict]:
+    """Cochran-Armitage trend of accuracy over ``x`` within each value of ``within``."""
+    out = []
+    group = test.get("within")
+    skip = set(test.get("skip", []))
+    values = sorted({str(r.get(group)) for r in rows} - skip) if group else [""]
+    for value in values:
+        part = [
+            r
+            for r in rows
+            if (not group or str(r.get(group)) == value)
+            and _has_counts(r)
+            and isinstance(r.get(test["x"]), int | float)
+        ]
+        entry = {
+            "test": f"trend of accuracy over {test['x']} (Cochran-Armitage)",
+            "levels": len(part),
+        }
+        if group:
+            entry = {group: value, **entry}
+        if len(part) < 2:
+            out.append({**entry, "z": None, "p": None})
+            continue
+        result = trend_test(
+            [float(r[test["x"]]) for r in part],
+            [r["correct"] for r in part],
+            [r["n"] for r in part],
+        )
+        out.append({**entry, "z": result["z"], "p": result["p"]})
+    return out
+
+
+def build_table(root: Path, table: dict) -> tuple[Any, Any]:
+    """(the table, its tests table) as pandas frames."""
+    import pandas as pd
+
+    rows = table_rows(root, table)
+    tests = []
+    columns: dict[str, list] = {}
+    for test in table.get("tests", []):
+        if test["kind"] == "versus":
+            name, values = versus_column(rows, test)
+            columns[name] = values
+        elif test["kind"] == "trend":
+            tests += trend_rows(rows, test)
+        else:
+            raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
+    frame = pd.DataFrame(rows)
+    for name, values in columns.items():
+        frame[name] = values
+    frame = frame.drop(columns=["correct"])
+    ordered = [c for c in frame.columns if c != "status"] + ["status"]
+    return counts_as_integers(frame[ordered]), counts_as_integers(pd.DataFrame(tests))
+
+
+def counts_as_integers(frame: Any) -> Any:
+    """Counts stay integers in the tables even when a missing row makes pandas use floats."""
+    for column in ("n", "train n", "levels"):
+        if column in frame.columns:
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def number_text(value: float) -> str:
+    """Three decimals; p-values below 0.001 in scientific notation (0.000 would hide them)."""
+    if value != 0 and abs(value) < 1e-3:
+        return f"{value:.2e}"
+    return f"{value:.3f}"
+
+
+def build_report(root: str | Path) -> dict:
+    """Write every declared table (``tables/``), test table, plot (``plots/``) and each run's
+    training plot; returns what was written and how many rows are missing."""
+    root = Path(root)
+    experiment = read_experiment(root)
+    written: list[str] = []
+    missing = 0
+    for table in experiment.get("tables", []):
+        frame, tests = build_table(root, table)
+        missing += int((frame["status"] == "missing").sum())
+        out = root / "tables"
+        paths = write_table(
+            frame, out, table["name"], caption=table.get("title", ""), float_format=number_text
+        )
+        if len(tests):
+            caption = "Tests: " + table.get("title", "")
+            paths += write_table(
+                tests, out, f"{table['name']}_tests", caption=caption, float_format=number_text
+            )
+        for plot in table.get("plots", []):
+            paths.append(draw(frame, plot, root / "plots", table.get("title", "")))
+        written += [str(p.relative_to(root)) for p in paths]
+    written += [str(p.relative_to(root)) for p in plot_all_runs(root)]
+    return {"written": sorted(written), "missing_rows": missing}
+
+
+def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
+    skip = set(plot.get("skip", []))
+    hue = plot.get("hue")
+    data = frame[[str(v) not in skip for v in frame[hue]]] if hue else frame
+    data = data[data["status"] == "ok"]
+    png = out / plot["file"]
+    if plot["kind"] == "trend":
+        return plot_accuracy_trend(data, plot["x"], png, hue=hue, title=title)
+    facet = plot.get("facet")
+    if facet:  # one label per facet value and group, e.g. "grpo / real"
+        labels = [f"{a} / {b}" for a, b in zip(data[facet], data[plot["group"]], strict=True)]
+        data = data.assign(condition=labels)
+        return plot_accuracy_bars(data, png, label="condition", hue=hue, title=title)
+    return plot_accuracy_bars(data, png, label=plot["group"], hue=hue, title=title)

@@ -1,0 +1,210 @@
+"""Declared experiments without running a model: specs, plans, dry runs, the chain's order, and
+the report built from run directories (tables, tests, byte-for-byte rebuilds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vqa_r1.cli.launch import main as launch_main
+from vqa_r1.errors import UserError
+from vqa_r1.experiments import plan_experiment
+from vqa_r1.experiments.builder import split_overrides
+from vqa_r1.experiments.spec import list_specs, load_spec
+from vqa_r1.launch.chain import Step, order
+from vqa_r1.launch.plan import JobOptions
+from vqa_r1.metrics import trend_test, two_proportion_p, two_sided
+from vqa_r1.report.experiment import build_report, build_table
+
+STUDY = ["--model", "qwen2.5-vl-3b", "--cluster", "study-12h", "--dry-run"]
+EXPECTED_STEPS = {
+    "text-bias": 18,  # base + 4 levels x 2 methods x (train, evaluate) + tables
+    "sim2real": 15,  # base on 2 domains + 2 methods x 2 domains x (train + 2 evaluations) + tables
+    "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
+    "prompt-tuning": 5,  # base and prompt-tuned in each of 2 modes, tables
+}
+
+
+def test_every_declared_spec_loads():
+    assert set(list_specs()) == {"text-bias", "sim2real", "drivingvqa", "prompt-tuning"}
+    spec = load_spec("text-bias")
+    assert spec.bias_levels == ["none", "0.627", "0.69", "0.997"]  # the study's levels
+    assert spec.methods == ["sft", "grpo"]
+    assert load_spec("sim2real").real_dataset == "shifted"
+    assert load_spec("drivingvqa").grpo_rewards == ["choice", "iou", "format"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["bias_levels=none,0.4"], "must be in (0.5, 1]"),
+        (["bias_levels=none,high"], "neither 'none' nor a number"),
+        (["methods=sft,ppo"], "unknown ['ppo']"),
+        (["kind=other"], "expected one of"),
+        (["levels=0.6"], "unknown key"),
+    ],
+)
+def test_bad_spec_overrides_are_clear_errors(overrides, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        load_spec("text-bias", overrides)
+
+
+def test_unknown_experiment_names_the_declared_ones():
+    with pytest.raises(UserError, match="declared are drivingvqa, prompt-tuning, sim2real"):
+        load_spec("sim-to-real")
+
+
+def test_overrides_split_into_every_verb_one_verb_and_the_spec():
+    per_verb, spec = split_overrides(
+        ["train.seed=3", "grpo:train.max_steps=5", "prompt-tune:max_steps=2", "experiment.x=1"]
+    )
+    assert per_verb["sft"] == ["train.seed=3"]
+    assert per_verb["grpo"] == ["train.seed=3", "train.max_steps=5"]
+    assert per_verb["prompt_tune"] == ["train.seed=3", "max_steps=2"]
+    assert spec == ["x=1"]
+    with pytest.raises(UserError, match="not a verb"):
+        split_overrides(["ppo:train.seed=1"])
+
+
+def test_chain_order_puts_dependencies_first_and_refuses_cycles(tmp_path):
+    a, b, c = (Step(n, tmp_path / n) for n in "abc")
+    c.after, b.after = ["b"], ["a"]
+    assert [s.name for s in order([c, b, a])] == ["a", "b", "c"]
+    a.after = ["c"]
+    with pytest.raises(ValueError, match="cycle"):
+        order([a, b, c])
+    with pytest.raises(ValueError, match="unknown step"):
+        order([Step("x", tmp_path, after=["nope"])])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_STEPS))
+def test_dry_run_on_the_study_cluster_prints_the_whole_chain(name, tmp_path, capsys):
+    out = tmp_path / name
+    assert launch_main(["experiment", name, *STUDY, "--output-dir", str(out)]) == 0
+    text = capsys.readouterr().out
+    steps = [line for line in text.splitlines() if line.startswith("# ---- step ")]
+    assert len(steps) == EXPECTED_STEPS[name]
+    # every job is a real sbatch script for the study's cluster profile
+    assert text.count("#SBATCH --gres=gpu:a100:") == EXPECTED_STEPS[name] - 1
+    assert text.count("#SBATCH --partition=cpu") + text.count("#SBATCH --partition=gpu") >= 1
+    if name != "prompt-tuning":  # its four jobs are independent
+        assert "afterok:<job id of runs/" in text
+    assert text.count("--dependency='afterany:") == 1  # the tables wait for everything
+    assert "--time=720" in text  # a 12 h budget at the profile's limit, longer runs requeue
+    assert not out.exists(), "a dry run writes nothing"
+
+
+def test_text_bias_plan_wires_levels_methods_and_data(tmp_path):
+    job = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
+    b = plan_experiment(
+        "text-bias", "qwen2.5-vl-3b", ["experiment.methods=sft"], str(tmp_path), job
+    )
+    names = [s.name for s in b.steps]
+    assert names[:3] == ["eval/base", "runs/sft-none", "eval/sft-none"]
+    by_name = {s.name: s for s in b.steps}
+    biased = by_name["runs/sft-0.69"].request.task.run_dir
+    assert biased.endswith("runs/sft-0.69")
+    cfg = Path(biased)
+    assert by_name["eval/sft-0.69"].after == ["runs/sft-0.69"]
+    assert set(by_name["tables"].after) == set(names) - {"tables"}
+    table = b.tables[0]
+    assert [r["step"] for r in table["rows"]][:2] == ["eval/base", "eval/sft-none"]
+    assert table["rows"][2]["from_files"]["achieved bias"] == [
+        "data/text-bias-0.627/bias_card.json",
+        "achieved",
+    ]
+    assert not cfg.exists()
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def _scores(folder: Path, correct: int, n: int) -> None:
+    from vqa_r1.metrics import wilson_interval
+
+    folder.mkdir(parents=True, exist_ok=True)
+    scores = {
+        "accuracy": correct / n,
+        "accuracy_ci_95": list(wilson_interval(correct, n)),
+        "f1_weighted": correct / n,
+        "n": n,
+        "correct": correct,
+    }
+    (folder / "scores.json").write_text(json.dumps(scores))
+
+
+def _experiment(root: Path) -> dict:
+    rows = [{"step": "eval/base", "labels": {"method": "base", "bias level": "-"}}]
+    for level, achieved in (("none", 0.5), ("0.7", 0.7), ("0.9", 0.9)):
+        card = f"data/{level}/card.json"
+        (root / "data" / level).mkdir(parents=True)
+        (root / card).write_text(json.dumps({"achieved": achieved, "n": 100}))
+        rows.append(
+            {
+                "step": f"eval/sft-{level}",
+                "labels": {"method": "sft", "bias level": level},
+                "from_files": {"achieved bias": [card, "achieved"], "train n": [card, "n"]},
+            }
+        )
+    table = {
+        "name": "accuracy",
+        "title": "t",
+        "rows": rows,
+        "tests": [
+            {"kind": "trend", "x": "achieved bias", "within": "method", "skip": ["base"]},
+            {"kind": "versus", "within": "method", "reference": {"bias level": "none"}},
+        ],
+        "plots": [{"kind": "trend", "x": "achieved bias", "hue": "method", "file": "t.png"}],
+    }
+    data = {"experiment": "t", "steps": [], "tables": [table]}
+    (root / "experiment.json").write_text(json.dumps(data))
+    return table
+
+
+def test_report_reads_every_number_from_the_run_directories(tmp_path):
+    table = _experiment(tmp_path)
+    for step, correct in (("base", 80), ("sft-none", 90), ("sft-0.7", 80)):
+        _scores(tmp_path / "eval" / step, correct, 100)
+    frame, tests = build_table(tmp_path, table)
+    rows = {r["bias level"]: r for r in frame.to_dict("records")}
+    assert rows["0.7"]["accuracy"] == pytest.approx(0.8) and rows["0.7"]["achieved bias"] == 0.7
+    assert rows["0.9"]["status"] == "missing"  # not evaluated (yet): shown, not dropped
+    p = two_sided(two_proportion_p(80, 100, 90, 100))
+    assert rows["0.7"]["p vs bias level=none (same method)"] == pytest.approx(p)
+    trend = trend_test([0.5, 0.7], [90, 80], [100, 100])
+    assert tests.to_dict("records")[0]["p"] == pytest.approx(trend["p"])
+    assert tests.to_dict("records")[0]["levels"] == 2
+
+
+def test_report_rebuilds_byte_for_byte_and_follows_the_files(tmp_path):
+    _experiment(tmp_path)
+    for step, correct in (("base", 80), ("sft-none", 90), ("sft-0.7", 80), ("sft-0.9", 60)):
+        _scores(tmp_path / "eval" / step, correct, 100)
+    first = build_report(tmp_path)
+    files = {p: (tmp_path / p).read_bytes() for p in first["written"]}
+    assert {"tables/accuracy.md", "tables/accuracy.csv", "tables/accuracy.tex"} <= set(files)
+    assert "plots/t.png" in files and "tables/accuracy_tests.md" in files
+    build_report(tmp_path)
+    assert {p: (tmp_path / p).read_bytes() for p in first["written"]} == files
+    _scores(tmp_path / "eval" / "sft-0.9", 61, 100)  # a changed run changes its table
+    build_report(tmp_path)
+    assert (tmp_path / "tables/accuracy.md").read_bytes() != files["tables/accuracy.md"]
+    assert "| 0.610 |" in (tmp_path / "tables/accuracy.md").read_text()
+
+
+def test_tables_command_checks_committed_tables(tmp_path, capsys):
+    from vqa_r1.cli import main
+
+    _experiment(tmp_path / "exp")
+    for step in ("base", "sft-none", "sft-0.7", "sft-0.9"):
+        _scores(tmp_path / "exp" / "eval" / step, 70, 100)
+    args = ["tables", "--results", str(tmp_path), "--study", str(tmp_path / "none")]
+    assert main(args) == 0
+    assert main([*args, "--check"]) == 0
+    md = tmp_path / "exp" / "tables" / "accuracy.md"
+    md.write_text(md.read_text().replace("0.700", "0.990"))  # a number typed in by hand
+    assert main([*args, "--check"]) == 1
+    assert "changed by the rebuild" in capsys.readouterr().out
+    assert main([*args, "--check"]) == 0
