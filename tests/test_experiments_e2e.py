@@ -64,6 +64,8 @@ def test_text_bias_runs_as_a_chain_resumes_and_lands_as_tables(tmp_path):
         assert f"| {method} | {level} | 16 |" in table
     assert "missing" not in table
     assert f"{card['achieved']:.3f}" in table  # the achieved bias, read from the card
+    per_relation = (root / "tables/accuracy_per_relation.md").read_text()
+    assert "| grpo | 0.9 | left of |" in per_relation  # where a bias bites, per relation
     tests = (root / "tables/accuracy_tests.md").read_text()
     assert tests.count("Cochran-Armitage") == 2  # one trend test per method
     for png in ("plots/accuracy_vs_bias.png", "runs/sft-0.9/training.png"):

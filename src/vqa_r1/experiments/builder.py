@@ -163,7 +163,7 @@ class Builder:
         run_dir = self.root / name
         config.output_dir = str(run_dir)
         done = is_done(verb, run_dir)
-        if not done and (run_dir / "config.yaml").exists():
+        if (run_dir / "config.yaml").exists():  # finished or not: its results are these settings'
             check_same_config(run_dir, config)
         request = request_for_config(
             self.job, verb, config, run_dir, adapter, check_data=not self.job.dry_run

@@ -37,6 +37,7 @@ def plan(b: Builder) -> None:
             "name": "accuracy",
             "title": f"Sim-to-real: accuracy on each domain's {spec.eval_split} split",
             "rows": rows,
+            "per_relation": True,
             "tests": [
                 {
                     "kind": "versus",

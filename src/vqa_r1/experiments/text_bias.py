@@ -57,6 +57,7 @@ def plan(b: Builder) -> None:
             "title": f"{spec.bias_kind.capitalize()}-bias study: accuracy on the unbiased "
             f"{spec.eval_split} split",
             "rows": rows,
+            "per_relation": True,
             "tests": [
                 {"kind": "trend", "x": "achieved bias", "within": "method", "skip": ["base"]},
                 {"kind": "versus", "within": "method", "reference": {"bias level": "none"}},
@@ -68,6 +69,7 @@ def plan(b: Builder) -> None:
                     "x": "achieved bias",
                     "hue": "method",
                     "skip": ["base"],
+                    "reference": {"method": "base"},
                     "file": "accuracy_vs_bias.png",
                 }
             ],

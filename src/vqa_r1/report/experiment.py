@@ -52,6 +52,7 @@ def table_rows(root: Path, table: dict) -> list[dict]:
             scores = json.loads(scores_path.read_text())
         except (OSError, ValueError):
             scores = None
+        row["_per_relation"] = (scores or {}).get("per_relation") or {}
         if scores is None:
             row.update({c: None for c in SCORE_COLUMNS}, correct=None, status="missing")
         else:
@@ -155,12 +156,38 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
             tests += trend_rows(rows, test)
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame([{k: v for k, v in r.items() if k != "_per_relation"} for r in rows])
     for name, values in columns.items():
         frame[name] = values
     frame = frame.drop(columns=["correct"])
     ordered = [c for c in frame.columns if c != "status"] + ["status"]
     return counts_as_integers(frame[ordered]), counts_as_integers(pd.DataFrame(tests))
+
+
+def per_relation_table(root: Path, table: dict) -> Any:
+    """Accuracy per relation of every row: where a bias or a domain shift bites."""
+    import pandas as pd
+
+    from vqa_r1.metrics import wilson_interval
+
+    out = []
+    for row in table_rows(root, table):
+        labels = {k: v for k, v in row.items() if k in table["rows"][0]["labels"]}
+        for relation, part in sorted(row["_per_relation"].items()):
+            n = part.get("n") or 0
+            correct = round(part.get("accuracy", 0.0) * n)
+            low, high = wilson_interval(correct, n)
+            out.append(
+                {
+                    **labels,
+                    "relation": relation,
+                    "n": n,
+                    "accuracy": part.get("accuracy"),
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    return counts_as_integers(pd.DataFrame(out))
 
 
 def counts_as_integers(frame: Any) -> Any:
@@ -197,6 +224,17 @@ def build_report(root: str | Path) -> dict:
             paths += write_table(
                 tests, out, f"{table['name']}_tests", caption=caption, float_format=number_text
             )
+        if table.get("per_relation"):
+            relations = per_relation_table(root, table)
+            if len(relations):
+                caption = "Per relation: " + table.get("title", "")
+                paths += write_table(
+                    relations,
+                    out,
+                    f"{table['name']}_per_relation",
+                    caption=caption,
+                    float_format=number_text,
+                )
         for plot in table.get("plots", []):
             paths.append(draw(frame, plot, root / "plots", table.get("title", "")))
         written += [str(p.relative_to(root)) for p in paths]
@@ -210,11 +248,35 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
     data = frame[[str(v) not in skip for v in frame[hue]]] if hue else frame
     data = data[data["status"] == "ok"]
     png = out / plot["file"]
+    reference, label = 0.5, "chance"
+    if plot.get("reference"):  # e.g. the base model's accuracy instead of chance
+        match = frame[[_matches(r, plot["reference"]) for r in frame.to_dict("records")]]
+        if len(match) and match["accuracy"].notna().all():
+            reference = float(match["accuracy"].iloc[0])
+            label = ", ".join(f"{v}" for v in plot["reference"].values()) + f" ({reference:.3f})"
     if plot["kind"] == "trend":
-        return plot_accuracy_trend(data, plot["x"], png, hue=hue, title=title)
+        return plot_accuracy_trend(
+            data, plot["x"], png, hue=hue, title=title, reference=reference, reference_label=label
+        )
     facet = plot.get("facet")
     if facet:  # one label per facet value and group, e.g. "grpo / real"
         labels = [f"{a} / {b}" for a, b in zip(data[facet], data[plot["group"]], strict=True)]
         data = data.assign(condition=labels)
-        return plot_accuracy_bars(data, png, label="condition", hue=hue, title=title)
-    return plot_accuracy_bars(data, png, label=plot["group"], hue=hue, title=title)
+        return plot_accuracy_bars(
+            data,
+            png,
+            label="condition",
+            hue=hue,
+            title=title,
+            reference=reference,
+            reference_label=label,
+        )
+    return plot_accuracy_bars(
+        data,
+        png,
+        label=plot["group"],
+        hue=hue,
+        title=title,
+        reference=reference,
+        reference_label=label,
+    )
