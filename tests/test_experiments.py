@@ -200,11 +200,76 @@ def test_tables_command_checks_committed_tables(tmp_path, capsys):
     _experiment(tmp_path / "exp")
     for step in ("base", "sft-none", "sft-0.7", "sft-0.9"):
         _scores(tmp_path / "exp" / "eval" / step, 70, 100)
+    readme = tmp_path / "README.md"
+    readme.write_text("# r\n<!-- table: exp/tables/accuracy.md -->\nold\n<!-- /table -->\nend\n")
     args = ["tables", "--results", str(tmp_path), "--study", str(tmp_path / "none")]
+    args += ["--readme", str(readme)]
     assert main(args) == 0
     assert main([*args, "--check"]) == 0
     md = tmp_path / "exp" / "tables" / "accuracy.md"
+    assert (
+        readme.read_text()
+        == f"# r\n<!-- table: exp/tables/accuracy.md -->\n{md.read_text()}<!-- /table -->\nend\n"
+    )
     md.write_text(md.read_text().replace("0.700", "0.990"))  # a number typed in by hand
     assert main([*args, "--check"]) == 1
     assert "changed by the rebuild" in capsys.readouterr().out
     assert main([*args, "--check"]) == 0
+
+
+def test_the_readme_shows_the_generated_tables_verbatim():
+    from vqa_r1.report.readme import synced
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text()
+    assert text.count("<!-- table: ") >= 2  # the text-bias and sim2real tables at least
+    assert synced(text, readme.parent) == text, "run `vqa-r1 tables` to refresh README's tables"
+
+
+def _spatialsense(root: Path, splits: tuple[str, ...]) -> Path:
+    """A SpatialSense release folder in its own format (one image, one claim per split)."""
+    from PIL import Image
+
+    (root / "images" / "flickr").mkdir(parents=True)
+    Image.new("RGB", (32, 24), (200, 30, 30)).save(root / "images" / "flickr" / "1_a.jpg")
+    part = {"x": 1, "y": 2, "bbox": [0, 10, 0, 10]}
+    images = [
+        {
+            "url": "https://farm4.staticflickr.com/1/1_a.jpg",
+            "height": 24,
+            "width": 32,
+            "split": split,
+            "annotations": [
+                {
+                    "_id": split,
+                    "predicate": "on",
+                    "subject": {"name": "cat", **part},
+                    "object": {"name": "mat", **part},
+                    "label": True,
+                }
+            ],
+        }
+        for split in splits
+    ]
+    (root / "annotations.json").write_text(json.dumps(images))
+    return root
+
+
+SMALL_DATA = ["data.synthetic_train=40", "data.synthetic_validation=8", "data.synthetic_test=8"]
+
+
+def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(tmp_path):
+    job = JobOptions(executor="local")
+    real = _spatialsense(tmp_path / "SpatialSense", ("train", "valid", "test"))
+    overrides = [*SMALL_DATA, f"experiment.real_dataset={real}", "experiment.methods=sft"]
+    b = plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp"), job)
+    cfg = (tmp_path / "exp" / "runs" / "sft-real" / "config.yaml").read_text()
+    assert f"dataset: {real}" in cfg
+    assert any("eval/sft-sim-on-real" == s.name for s in b.steps)
+
+    broken = _spatialsense(tmp_path / "NoTest", ("train", "valid"))  # the test split is missing
+    overrides[-2] = f"experiment.real_dataset={broken}"
+    with pytest.raises(UserError, match="no split 'test'"):
+        plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp2"), job)
+    assert not (tmp_path / "exp2" / "experiment.json").exists()
+    assert not (tmp_path / "exp2" / "eval" / "base-on-real" / "config.yaml").exists()

@@ -2,7 +2,7 @@
 
 A SLURM job cannot see a reward monkeypatched into the submitting process, so the tests put this
 folder on PYTHONPATH (the job inherits it) and name the rewards through the plug-in form of
-``train.reward_funcs`` (see vqa_r1/rewards.py).
+``train.reward_funcs`` (see vqa_r1/rewards/__init__.py).
 """
 
 from __future__ import annotations

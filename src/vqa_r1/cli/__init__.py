@@ -17,7 +17,10 @@ from vqa_r1.errors import UserError
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "models": ("vqa_r1.cli.models", "list the registered models"),
-    "data": ("vqa_r1.cli.data", "generate the synthetic dataset or inspect a dataset"),
+    "data": (
+        "vqa_r1.cli.data",
+        "generate synthetic scenes (sim or shifted), build a biased training set, inspect a dataset",
+    ),
     "config": ("vqa_r1.cli.config", "every configuration key with its type, default and meaning"),
     "pretrain": (
         "vqa_r1.cli.pretrain",

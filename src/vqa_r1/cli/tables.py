@@ -1,5 +1,6 @@
-"""`vqa-r1 tables`: every experiment's tables and plots, and the study's reference table, rebuilt
-from the run directories under results/ (nothing typed in; the same files give the same bytes)."""
+"""`vqa-r1 tables`: every experiment's tables and plots, the study's reference table and the
+README's copies of them, rebuilt from the run directories under results/ (nothing typed in; the
+same files give the same bytes, and `--check` says when a rebuild changed anything)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from vqa_r1.errors import UserError
 from vqa_r1.report.experiment import EXPERIMENT_FILE, build_report
+from vqa_r1.report.readme import sync_document
 from vqa_r1.report.study import write_study_table
 
 STUDY_ENV = "VQA_R1_STUDY_RESULTS"
@@ -31,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         f"else {DEFAULT_STUDY}); skipped with a note when absent",
     )
     parser.add_argument(
+        "--readme",
+        default="README.md",
+        help="document whose table blocks (<!-- table: PATH -->) are rewritten from the table "
+        "files (default: README.md, skipped when absent)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="exit 1 when a rebuilt file differs from the one that was there (a table edited by "
@@ -38,16 +46,21 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     )
 
 
-def _hashes(root: Path) -> dict[str, str]:
+def _digests(folder: Path, patterns: tuple[str, ...]) -> dict[str, str]:
     return {
         str(p): hashlib.sha256(p.read_bytes()).hexdigest()
-        for sub in ("tables", "plots")
-        for p in sorted((root / sub).rglob("*"))
+        for pattern in patterns
+        for p in sorted(folder.glob(pattern))
         if p.is_file()
-    } | {
-        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("training.png"))
     }
+
+
+def _rebuilt(folder: Path, patterns: tuple[str, ...], build) -> tuple[list[str], object]:
+    """Run ``build`` and return the files it changed (new ones included) and its result."""
+    before = _digests(folder, patterns)
+    result = build()
+    after = _digests(folder, patterns)
+    return sorted(k for k, v in after.items() if before.get(k) != v), result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,36 +69,29 @@ def run(args: argparse.Namespace) -> int:
         p.parent for p in results.rglob(EXPERIMENT_FILE)
     )
     changed: list[str] = []
+    outputs = ("tables/*", "plots/*", "**/training.png")
     for folder in folders:
         if not (folder / EXPERIMENT_FILE).exists():
             raise UserError(f"{folder}: no {EXPERIMENT_FILE}; not an experiment folder")
-        before = _hashes(folder)
-        report = build_report(folder)
-        after = _hashes(folder)
-        changed += sorted(k for k in after if before.get(k) != after[k])
+        files, report = _rebuilt(folder, outputs, lambda f=folder: build_report(f))
+        changed += files
         missing = report["missing_rows"]
         note = f", {missing} row(s) missing (not evaluated yet, or failed)" if missing else ""
         print(f"{folder}: {len(report['written'])} files{note}")
     study = Path(args.study or os.environ.get(STUDY_ENV) or DEFAULT_STUDY)
     if study.exists():
         out = results / "study"
-        before = _hashes_files(out)
-        paths = write_study_table(study, out)
-        changed += sorted(str(p) for p in paths if before.get(str(p)) != _digest(p))
+        files, paths = _rebuilt(out, ("*",), lambda: write_study_table(study, out))
+        changed += files
         print(f"{out}: the study's published scores ({study}), {len(paths)} files")
     else:
         print(f"note: no study results at {study}; reference table skipped (--study DIR)")
+    readme = Path(args.readme)
+    if readme.is_file() and sync_document(readme):
+        changed.append(str(readme))
     if args.check and changed:
         print("changed by the rebuild:\n  " + "\n  ".join(changed))
         return 1
     if args.check:
         print("every rebuilt file is identical to the one that was there")
     return 0
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _hashes_files(folder: Path) -> dict[str, str]:
-    return {str(p): _digest(p) for p in sorted(folder.glob("*")) if p.is_file()}

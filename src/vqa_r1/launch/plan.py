@@ -116,13 +116,13 @@ def request_for_config(
         f"# run directory: {run_dir}",
         f"# settings: {flat.strip()}",
     ]
-    if not job.dry_run:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not (run_dir / "config.yaml").exists():
-            save_config(config, run_dir / "config.yaml")
     check_model_available(config, submitting=not job.dry_run)
     if check_data:
         check_dataset(config, verb)
+    if not job.dry_run:  # only a config that passed every check is written
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not (run_dir / "config.yaml").exists():
+            save_config(config, run_dir / "config.yaml")
     return LaunchRequest(
         task_for(verb, run_dir, adapter),
         res,
