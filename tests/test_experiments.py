@@ -273,3 +273,18 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
         plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp2"), job)
     assert not (tmp_path / "exp2" / "experiment.json").exists()
     assert not (tmp_path / "exp2" / "eval" / "base-on-real" / "config.yaml").exists()
+
+
+@pytest.mark.slow
+def test_committed_results_rebuild_byte_for_byte(monkeypatch, capsys):
+    """Every committed table and plot under results/ (experiments, demos, the study's reference
+    table, README's copies) is what `vqa-r1 tables` makes from the committed run directories."""
+    from vqa_r1.cli import main
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+    code = main(["tables", "--check"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "results/experiments/text-bias-tiny-qwen2.5-vl-pretrained: 18 files" in out
+    assert "missing" not in out

@@ -18,10 +18,11 @@ from vqa_r1.cli.common import add_set_argument
 from vqa_r1.data.datasets import dataset_dir
 from vqa_r1.errors import UserError
 from vqa_r1.eval.evaluate import evaluate
-from vqa_r1.io import read_jsonl
+from vqa_r1.io import atomic_write_json, read_jsonl
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p
 from vqa_r1.recipes import load_config
+from vqa_r1.report.experiment import EXPERIMENT_FILE, build_report
 
 MODEL = "tiny-qwen2.5-vl-pretrained"
 ROWS = ("base", "sft", "grpo", "sft+grpo")
@@ -158,10 +159,27 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "results.md").write_text(table + "\n")
+    declare(out, list(rows), args.model, args.split)
+    build_report(out)  # tables/ (Markdown, CSV, LaTeX), plots/, each run's training.png
     print("\n" + table)
     total = time.perf_counter() - started
     print(f"\ntotal {total / 60:.1f} min; table, results.json and reward curve in {out}")
     return 0
+
+
+def declare(out: Path, names: list[str], model: str, split: str) -> None:
+    """The demo's table as an experiment declaration, so `vqa-r1 tables` rebuilds it (with the
+    experiments' tables) from the run directories."""
+    table = {
+        "name": "accuracy",
+        "title": f"Demo on {model}: accuracy on the {split} split",
+        "rows": [{"step": f"eval/{name}", "labels": {"model": name}} for name in names],
+        "per_relation": True,
+        "tests": [{"kind": "versus", "reference": {"model": "base"}}],
+        "plots": [{"kind": "bars", "group": "model", "file": "accuracy.png"}],
+    }
+    header = {"experiment": "demo", "kind": "demo", "model": model, "steps": [], "tables": [table]}
+    atomic_write_json(out / EXPERIMENT_FILE, header)
 
 
 def training_summary(run_dir: Path) -> str:

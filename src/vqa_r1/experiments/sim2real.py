@@ -20,7 +20,10 @@ def plan(b: Builder) -> None:
         name = f"eval/base-on-{where}"
         b.evaluate(name, folder, {"method": "base", "eval": where})
         rows.append(
-            {"step": name, "labels": {"method": "base", "trained on": "-", "evaluated on": where}}
+            {
+                "step": name,
+                "labels": {"method": "base", "trained on": "none", "evaluated on": where},
+            }
         )
     for method in spec.methods:
         for trained, train_folder in domains.items():
