@@ -47,3 +47,25 @@ def test_epoch_order_sampler_gives_each_epoch_the_uninterrupted_order():
     for epoch in range(3):  # a fresh process resumed in epoch k replays exactly epoch k's order
         assert list(EpochOrderSampler(Inner(), lambda e=epoch: e)) == orders[epoch]
     assert orders[0] != orders[1]
+
+
+def test_save_checkpoint_still_writes_per_rank_files_without_a_barrier_of_its_own():
+    """What AtomicCheckpointMixin's barriers are for: every rank writes into the checkpoint (its
+    RNG state), the save starts with a collective (store_flos) and has no barrier of its own
+    (only one for ``best_global_step``, unused here)."""
+    rng = inspect.getsource(Trainer._save_rng_state)
+    assert 'f"rng_state_{self.args.process_index}.pth"' in rng
+    save = inspect.getsource(Trainer._save_checkpoint)
+    assert "self.store_flos()" in save and "self._save_rng_state(output_dir)" in save
+    assert save.count("dist.barrier()") <= 1 and "best_global_step" in save
+    load = inspect.getsource(Trainer._load_rng_state)
+    assert 'f"rng_state_{process_index}.pth"' in load
+
+
+def test_accelerate_still_picks_mpi_on_cpu_unless_told_gloo():
+    """Why train/runner.py passes ddp_backend="gloo" on CPU: accelerate's choice for several CPU
+    processes is MPI whenever torch has it."""
+    from accelerate.state import PartialState
+
+    source = inspect.getsource(PartialState._prepare_backend)
+    assert 'backend in (None, "mpi") and torch.distributed.is_mpi_available()' in source

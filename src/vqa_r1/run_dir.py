@@ -9,6 +9,10 @@ RUN_DIR/metrics.jsonl        one line per logging step (trimmed to the checkpoin
 RUN_DIR/completions.jsonl    sampled prompts, completions and rewards
 RUN_DIR/final/               the final adapter and processor
 RUN_DIR/status.json          state, steps, requeues, timings
+
+In a job with several processes the run directory is the run's, not a process's: status.json,
+metrics.jsonl, completions.jsonl and final/ are written by rank 0 alone (vqa_r1.ranks); a
+checkpoint by all ranks together (train/trainer_hooks.py).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import ranks
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
@@ -111,8 +116,17 @@ class RunDir:
         return {}
 
     def update_status(self, **fields: Any) -> None:
+        """Merge ``fields`` into status.json. Rank 0 alone writes it (``written_by_rank`` says
+        so); on another rank this is a bug in the caller: logged, and nothing is written."""
+        if not ranks.is_main():
+            log.warning(
+                "rank %d: status.json is written by rank 0 only; not writing %s",
+                ranks.rank(),
+                sorted(fields),
+            )
+            return
         status = self.status()
-        status.update(fields, updated=now_iso())
+        status.update(fields, updated=now_iso(), written_by_rank=ranks.rank())
         atomic_write_json(self.status_file, status)
 
     def trim_metrics(self, max_step: int) -> None:

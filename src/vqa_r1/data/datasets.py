@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import ranks
 from vqa_r1.data import formats
 from vqa_r1.data.curriculum import scene_fingerprint
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
@@ -72,13 +73,25 @@ def synthetic_spec(data_cfg: Any) -> Any:
 
 
 def synthetic_dataset_dir(data_cfg: Any) -> Path:
-    """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes."""
+    """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes.
+
+    In a job with several processes rank 0 generates and the others wait for the folder
+    (``write_dataset`` renames it into place complete), then all read it. This runs before the
+    Trainer creates the process group, so the wait is on the folder, not a barrier
+    (vqa_r1.ranks.wait_for); the cache must be on a filesystem all ranks see, like the run
+    directory. Two ranks generating at once would replace the folder under each other's feet.
+    """
     spec = synthetic_spec(data_cfg)
     key = json.dumps([spec.splits, spec.seed, scene_config_dict(spec.scene), 2])
     target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-    if not (target / "hf").exists():
+    ready = (target / "hf").exists
+    if ready():
+        return target
+    if ranks.is_main():
         log.info("generating synthetic dataset into %s", target)
         write_dataset(target, spec)
+    else:
+        ranks.wait_for(ready, f"the synthetic dataset {target}")
     return target
 
 
@@ -108,9 +121,27 @@ def heldout_fingerprints(data_configs: Iterable[Any]) -> set[str]:
 
 
 def dataset_dir(data_cfg: Any) -> Path:
+    """The dataset folder a DataConfig names (the synthetic one generated first).
+
+    In a job with several processes a release-format folder is also converted by rank 0 alone
+    (with the default ``max_pixels``, the one training reads with) while the others wait for the
+    converted folder, as for the synthetic dataset.
+    """
     if data_cfg.dataset == "synthetic":
         return synthetic_dataset_dir(data_cfg)
-    return Path(data_cfg.dataset)
+    path = Path(data_cfg.dataset)
+    if ranks.world_size() > 1 and formats.detect(path) is not None:
+        if ranks.is_main():
+            formats.resolve(path)
+        else:
+            ranks.wait_for(lambda: _converted(path), f"the conversion of {path}")
+    return path
+
+
+def _converted(path: Path) -> bool:
+    options = {"max_pixels": int(formats.DEFAULT_MAX_PIXELS)}
+    fmt = formats.detect(path)
+    return fmt is not None and (formats.cache_dir(fmt, path, options) / "hf").exists()
 
 
 def load_split(

@@ -17,6 +17,43 @@ The window is the time actually left before the limit, asked from SLURM when the
 30 s on the local cluster), so the warning often comes much earlier. Assuming exactly N seconds threw
 that time away; with one-minute test limits and a 20-30 s start-up, a job signalled before its first
 measured step requeued at once, run after run, and never progressed.
+
+Several processes (one per GPU; vqa_r1.ranks)
+---------------------------------------------
+Every process has a controller, and a signal may reach all of them or only some. Each only notes
+what it received; at every step boundary the ranks share their notes (one all_reduce MAX of two
+integers, only when the world size is above 1), rank 0 decides from its own step and save times
+whether to stop there, and shares that decision (a second all_reduce, only once a signal is
+known). So every rank sets ``should_save`` and ``should_training_stop`` at the same step and they
+checkpoint together: a rank stopping alone would leave the others waiting in the first collective
+of ``Trainer._save_checkpoint`` (``store_flos``) forever. Only rank 0 requeues: submitit's handler
+checkpoints and calls ``scontrol requeue`` on rank 0 alone (``checkpoint_and_try_requeue`` returns
+at once when SLURM_PROCID is not 0), and a requeue ends every task of the job. The other ranks
+return from the task normally (exit 0) without touching final/ or status.json: a non-zero exit
+could make srun end rank 0 before it requeues (``--kill-on-bad-exit`` / KillOnBadExit).
+
+Preemption (SIGTERM)
+--------------------
+submitit ignores SIGTERM (``SignalHandler.bypass``) and the warning signal is tied to the job's end
+time, which a preemption does not move, so a preempted job used to die without a checkpoint. Here
+SIGTERM is told apart by the time left (``seconds_to_time_limit``): within ``TIME_LIMIT_MARGIN_S``
+of the end it is the time-limit kill (the warning signal came earlier; nothing more to do); else,
+unless SLURM already reports the job as ending (``scancel``: the job is CANCELLED/COMPLETING),
+it is a preemption, and the ranks checkpoint at the next step boundary (no "one more step": the
+grace time is not known to the job) and rank 0 requeues. A SIGTERM reaching only some ranks is
+shared as the warning is. The cluster must be set up for this:
+
+* ``PreemptMode=REQUEUE`` (slurm.conf, or the partition's/QOS's PreemptMode): a preempted job is
+  requeued, not cancelled or suspended;
+* ``GraceTime`` on the preempted partition or QOS, longer than one training step plus one
+  checkpoint save: SLURM sends SIGTERM, waits GraceTime, then SIGKILL (without it the job gets
+  only KillWait, 30 s by default, and restarts from its latest periodic checkpoint);
+* ``JobRequeue=1`` (slurm.conf; the default): batch jobs may be requeued. submitit does not pass
+  ``--requeue``; on a cluster with JobRequeue=0 add it through the executor's additional
+  parameters, or neither a preemption nor ``scontrol requeue`` requeues the job.
+
+If ``scontrol requeue`` fails during a preemption (the job is already being requeued), rank 0
+exits anyway: SLURM requeues a preempted job itself under PreemptMode=REQUEUE.
 """
 
 from __future__ import annotations
@@ -33,21 +70,37 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from vqa_r1 import ranks
+
 log = logging.getLogger(__name__)
 SAFETY_S = 5.0  # seconds kept free for submitit to requeue and exit
+# slurmctld sends the time-limit SIGTERM at the end time or after it (it checks limits
+# periodically), never before; a few seconds of slack for whole-second end times. A SIGTERM with
+# more time left is a preemption or an outside requeue, even in a one-minute job.
+TIME_LIMIT_MARGIN_S = 5.0
+STOP_WARNING, STOP_PREEMPTED = 1, 2  # why the ranks stop at a step boundary (stop_here)
 
 
 class RequeueController(TrainerCallback):
     """Installed in a SLURM job; also a Trainer callback that acts at step boundaries.
 
     The launch layer hands it to training as one of its callbacks (train/runner.py knows nothing
-    of SLURM): it measures step and save times, and after the warning signal it asks the Trainer
-    to save and stop at a step boundary. The task then sees an unfinished run and requeues.
+    of SLURM): it measures step and save times, and after the warning signal or a preemption it
+    asks the Trainer to save and stop at a step boundary, the same one on every rank. The task
+    then sees an unfinished run and requeues (rank 0).
+
+    ``requested``: a checkpoint-then-requeue was asked of this process (the warning signal, or a
+    caller setting it: bench/requeue_restart.py); true on every rank once the ranks stopped for it.
+    ``terminated``: a SIGTERM reached this process. ``preempted``: rank 0 judged a SIGTERM a
+    preemption.
     """
 
     def __init__(self, signal_delay_s: float, requeue: Callable[[], None] | None = None):
         self.signal_delay_s = signal_delay_s
         self.requested = False
+        self.terminated = False
+        self.preempted = False
+        self.stopped = False  # the ranks stopped training at a step boundary for a requeue
         self.handed_over = False
         self._requeue = requeue
         self.deadline: float | None = None  # monotonic time by which the job must hand over
@@ -59,7 +112,7 @@ class RequeueController(TrainerCallback):
 
     # -- installation -----------------------------------------------------------------------
     def install(self) -> None:
-        """Take over USR2 from submitit, keeping its handler to do the actual requeue."""
+        """Take over USR2 (and SIGTERM) from submitit, keeping its handler to do the requeue."""
         original = signal.getsignal(signal.SIGUSR2)
         if not callable(original):
             log.info("no SLURM warning-signal handler installed; graceful requeue disabled")
@@ -69,8 +122,10 @@ class RequeueController(TrainerCallback):
         signal.signal(
             signal.SIGUSR1, lambda *_: self.requeue_now("the warning window is running out")
         )
+        signal.signal(signal.SIGTERM, self._on_sigterm)
         log.info(
-            "graceful requeue armed (warning %.0f s before the time limit)", self.signal_delay_s
+            "graceful requeue armed (warning %.0f s before the time limit; SIGTERM: preemption)",
+            self.signal_delay_s,
         )
 
     # -- decisions ----------------------------------------------------------------------------
@@ -84,6 +139,13 @@ class RequeueController(TrainerCallback):
         if self.requested:
             return
         self.requested = True
+        if ranks.is_main():
+            self._plan_warning()
+        else:
+            log.info("rank %d: SLURM warning signal; rank 0 decides", ranks.rank())
+
+    def _plan_warning(self) -> None:
+        """Rank 0, once per warning: requeue at once, or set the deadline and arm the watchdog."""
         left = seconds_to_time_limit()
         if left is None:
             left = self.signal_delay_s  # what --signal promises at least
@@ -108,6 +170,24 @@ class RequeueController(TrainerCallback):
         watchdog.daemon = True
         watchdog.start()
 
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        if self.terminated or self.handed_over:
+            return
+        self.terminated = True
+        if ranks.is_main():
+            self._judge_sigterm()
+        else:
+            log.info("rank %d: SIGTERM; rank 0 decides whether it is a preemption", ranks.rank())
+
+    def _judge_sigterm(self) -> None:
+        """Rank 0, once per SIGTERM: a preemption, or the time-limit kill, or a job ending."""
+        cause = sigterm_cause()
+        if cause == "preempted":
+            log.warning("SIGTERM: preempted; checkpoint at the next step boundary, then requeue")
+            self.preempted = True
+        else:
+            log.warning("SIGTERM (%s): no checkpoint for it", cause)
+
     def should_stop_now(self) -> bool:
         """At a step boundary after the warning: stop unless one more step still leaves room
         for the save (the pessimistic estimates of ``expected_seconds``)."""
@@ -116,7 +196,34 @@ class RequeueController(TrainerCallback):
         one_more_step = max(self.step_seconds)
         return self.deadline - time.monotonic() < one_more_step + self.expected_seconds()
 
+    def stop_here(self) -> int:
+        """At a step boundary, in every rank (collectives): stop training here for a requeue?
+
+        The ranks share which signals they received; rank 0 decides and shares its decision:
+        0 (train on), ``STOP_WARNING`` or ``STOP_PREEMPTED``, the same in every rank. A single
+        process decides alone, without collectives."""
+        multi = ranks.world_size() > 1
+        notes = [int(self.requested), int(self.terminated)]
+        warned, termed = ranks.max_over_ranks(notes) if multi else notes
+        if not (warned or termed):
+            return 0
+        stop = 0
+        if ranks.is_main():
+            if warned and not self.requested:  # the warning reached other ranks only
+                self.requested = True
+                self._plan_warning()
+            if termed and not self.terminated:  # so did a SIGTERM
+                self.terminated = True
+                self._judge_sigterm()
+            if self.preempted:
+                stop = STOP_PREEMPTED
+            elif self.requested and self.should_stop_now():
+                stop = STOP_WARNING
+        return ranks.max_over_ranks([stop])[0] if multi else stop
+
     def requeue_now(self, reason: str) -> None:
+        """Hand over to submitit's handler: checkpoint the task, requeue, exit (rank 0; on other
+        ranks submitit's handler does nothing)."""
         with self._lock:
             if self.handed_over:
                 return
@@ -124,7 +231,17 @@ class RequeueController(TrainerCallback):
         log.warning("requeueing now: %s", reason)
         if self._requeue is None:
             raise SystemExit(-1)
-        self._requeue()  # submitit: dump the checkpointed task, scontrol requeue, exit
+        try:
+            self._requeue()  # submitit: dump the checkpointed task, scontrol requeue, exit
+        except (OSError, subprocess.SubprocessError) as err:
+            if not self.preempted:
+                raise
+            log.warning(
+                "scontrol requeue failed (%s); SLURM requeues a preempted job itself "
+                "(PreemptMode=REQUEUE)",
+                err,
+            )
+            raise SystemExit(-1) from None
 
     def finish(self) -> None:
         """The run is complete: a warning arriving now must neither requeue nor kill it.
@@ -146,8 +263,12 @@ class RequeueController(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self._step_started is not None:
             self.step_seconds.append(time.monotonic() - self._step_started)
-        if self.requested and self.should_stop_now():
-            log.info("stopping at step %d: checkpoint, then requeue", state.global_step)
+        stop = self.stop_here()
+        if stop:
+            self.preempted = stop == STOP_PREEMPTED
+            why = "preempted" if self.preempted else "time limit near"
+            log.info("stopping at step %d (%s): checkpoint, then requeue", state.global_step, why)
+            self.requested = self.stopped = True
             control.should_save = True
             control.should_training_stop = True
         if control.should_save:  # periodic or ours: time it, so the first warning knows what fits
@@ -178,6 +299,39 @@ def seconds_to_time_limit() -> float | None:
             log.warning("could not read the job's end time from squeue: %s", err)
             return None
     return float(end) - time.time()
+
+
+def job_state() -> str | None:
+    """This job's state as squeue reports it (RUNNING, COMPLETING, ...), or None."""
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", os.environ.get("SLURM_JOB_ID", ""), "-o", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        log.warning("could not read the job's state from squeue: %s", err)
+        return None
+    return out.stdout.strip() or None
+
+
+def sigterm_cause() -> str:
+    """Why SIGTERM came: "time-limit" (the end time is near: the time-limit kill), "ending" (SLURM
+    already reports the job as ending: scancel, a failed node), else "preempted".
+
+    A preempted job still shows RUNNING during its GraceTime. An unknown state (squeue failed)
+    counts as a preemption: the checkpoint costs one save; if it was an scancel, the requeue may
+    bring the job back, to be cancelled again.
+    """
+    left = seconds_to_time_limit()
+    if left is not None and left < TIME_LIMIT_MARGIN_S:
+        return "time-limit"
+    state = job_state()
+    if state is not None and state not in ("RUNNING", "PREEMPTED", "SUSPENDED"):
+        return "ending"
+    return "preempted"
 
 
 _CONTROLLER: RequeueController | None = None

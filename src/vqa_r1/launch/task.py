@@ -4,7 +4,9 @@ Everything a job needs is in its run directory, written on the login node (the r
 so a pickled task holds only paths, names and small typed configs: no secrets, no model objects.
 Calling a task again after a requeue resumes from its run directory's latest complete checkpoint.
 Training code knows nothing of SLURM: TrainTask hands the requeue controller to the trainer as a
-callback, and requeues when training stopped early at the controller's request.
+callback, and requeues when training stopped early at the controller's request. In a job with
+several tasks (ranks) every task runs the same callable; rank 0 alone requeues and writes
+status.json (submitit calls ``checkpoint()`` on rank 0 only).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import submitit
 
+from vqa_r1 import ranks
 from vqa_r1.config import RunConfig, read_config
 from vqa_r1.eval.evaluate import evaluate
 from vqa_r1.judge.job import JudgeJobConfig, run_job
@@ -85,6 +88,13 @@ class TrainTask(Task):
         if controller is None:
             return status
         if status["state"] == "STOPPED" and controller.requested:
+            if not ranks.is_main():
+                # rank 0 requeues the job, which ends every task; this one returns normally (a
+                # non-zero exit could make srun end rank 0 before it requeues) and leaves final/
+                # and status.json alone (launch/requeue.py)
+                log.info("rank %d: stopped for a requeue; rank 0 requeues", ranks.rank())
+                controller.finish()
+                return status
             mark(self.run_dir, state="REQUEUED", global_step=status.get("global_step"))
             controller.requeue_now(
                 f"checkpoint-{status.get('global_step')} saved at the step boundary"

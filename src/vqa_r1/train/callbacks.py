@@ -10,6 +10,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from vqa_r1 import ranks
 from vqa_r1.rewards import completion_text
 
 
@@ -35,14 +36,17 @@ class JsonlMetrics(TrainerCallback):
 def recording_reward(fn: Callable, path: Path, every: int, **fixed: Any) -> Callable:
     """Wrap a reward so every ``every``-th call saves its first completions with their rewards.
 
-    The wrapper keeps ``__name__`` because TRL names its reward metrics after it.
+    The wrapper keeps ``__name__`` because TRL names its reward metrics after it. With several
+    processes each rank scores its own share of the completions; rank 0 records from its share
+    (one writer: lines of different ranks would interleave in one file).
     """
     calls = {"n": 0}
 
     def wrapped(prompts=None, completions=None, **kwargs):
         rewards = fn(prompts=prompts, completions=completions, **{**kwargs, **fixed})
         calls["n"] += 1
-        if every > 0 and (calls["n"] - 1) % every == 0 and completions:
+        record = every > 0 and (calls["n"] - 1) % every == 0 and completions
+        if record and ranks.is_main():
             with open(path, "a", encoding="utf-8") as fh:
                 for i in range(min(4, len(completions))):
                     fh.write(

@@ -8,6 +8,7 @@ scheduler and RNG state (all restored by the Trainer from the checkpoint).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import ranks
 from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, save_config
 from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
 from vqa_r1.models.loading import load_model
@@ -56,6 +58,9 @@ def _common_args(config: RunConfig, rd: RunDir) -> dict:
         deepspeed=deepspeed_config(t.deepspeed),
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
+        # several CPU processes: gloo (accelerate would pick MPI when torch has it); one process:
+        # none (accelerate then takes a named backend for a process group to query)
+        ddp_backend="gloo" if not torch.cuda.is_available() and ranks.world_size() > 1 else None,
         disable_tqdm=False,
     )
 
@@ -64,9 +69,19 @@ def _grpo_vllm_args(train: TrainConfig) -> dict:
     """GRPOConfig fields for vLLM generation (server URL from the job script's export)."""
     if not train.use_vllm:
         return {}
+    from vqa_r1.config import VLLM_GROUP_PORT_ENV
+
     args: dict = {"use_vllm": True, "vllm_mode": train.vllm_mode}
     if train.vllm_mode == "server" and os.environ.get(VLLM_URL_ENV):
         args["vllm_server_base_url"] = os.environ[VLLM_URL_ENV]
+    if train.vllm_mode == "server" and os.environ.get(VLLM_GROUP_PORT_ENV):
+        args["vllm_group_port"] = int(os.environ[VLLM_GROUP_PORT_ENV])  # per job, not 51216
+    # colocate engine settings (server mode: the same values are on the server's command line)
+    if train.vllm_gpu_memory_utilization is not None:
+        args["vllm_gpu_memory_utilization"] = train.vllm_gpu_memory_utilization
+    if train.vllm_max_model_length is not None:
+        args["vllm_max_model_length"] = train.vllm_max_model_length
+    args["vllm_tensor_parallel_size"] = train.vllm_tensor_parallel_size
     return args
 
 
@@ -143,7 +158,9 @@ def build_trainer(
 
 
 def keep_tracker_run_id(rd: RunDir) -> str:
-    """One experiment-tracker run across requeues: the id is made once and kept in status.json."""
+    """One experiment-tracker run across requeues: the id is made once and kept in status.json.
+
+    Rank 0 only: the Trainer's tracker callbacks log from the main process alone."""
     import uuid
 
     run_id = rd.status().get("tracker_run_id") or uuid.uuid4().hex[:12]
@@ -171,23 +188,29 @@ def train(
 
     if config.train.num_threads:
         torch.set_num_threads(config.train.num_threads)
+    # several processes (ranks): all train and checkpoint together; rank 0 alone writes the run's
+    # files (config, status, metrics, final/); every rank resumes from the same checkpoint
+    main = ranks.is_main()
     rd = RunDir(Path(run_dir)).create()
-    if not rd.config.exists():
+    if main and not rd.config.exists():
         save_config(config, rd.config)
     resume = latest_checkpoint(rd.checkpoints)
     if resume is not None:
         step = int(resume.name.split("-")[1])
-        rd.trim_metrics(step)
+        if main:
+            rd.trim_metrics(step)
         log.info("resuming from %s (step %d)", resume, step)
     started = time.time()
-    keep_tracker_run_id(rd)
-    restarts = rd.status().get("starts", 0)
-    rd.update_status(
-        state="RUNNING",
-        verb=config.verb,
-        starts=restarts + 1,
-        resumed_from=str(resume) if resume else None,
-    )
+    if main:
+        keep_tracker_run_id(rd)
+        restarts = rd.status().get("starts", 0)
+        rd.update_status(
+            state="RUNNING",
+            verb=config.verb,
+            starts=restarts + 1,
+            resumed_from=str(resume) if resume else None,
+            world_size=ranks.world_size(),
+        )
 
     loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
     if config.model.freeze_vision:
@@ -208,14 +231,31 @@ def train(
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     # a callback may stop training at a step boundary (its checkpoint is written); a stop during
     # the last step still leaves a complete run
-    if trainer.state.global_step < trainer.state.max_steps:
-        rd.update_status(state="STOPPED", global_step=trainer.state.global_step)
+    # (all ranks stop at the same step: launch/requeue.py shares the decision)
+    step = trainer.state.global_step
+    done = step >= trainer.state.max_steps
+    if done:  # every rank calls it (a collective under ZeRO-3); rank 0 alone writes
+        trainer.save_model(str(rd.final))
+    if ranks.world_size() > 1:
+        # free the DDP-wrapped model and its reducer while the interpreter is fully alive: left
+        # to the collection at exit, gloo aborted rank 1 now and then (SIGABRT, "terminate
+        # called without an active exception") after a finished run
+        del trainer
+        gc.collect()
+    ranks.shutdown()  # the last collective: the ranks leave together (one run per process)
+    if not main:
+        return {
+            "state": "COMPLETED" if done else "STOPPED",
+            "global_step": step,
+            "rank": ranks.rank(),
+        }
+    if not done:
+        rd.update_status(state="STOPPED", global_step=step)
         return rd.status()
-    trainer.save_model(str(rd.final))
     loaded.processor.save_pretrained(str(rd.final))
     rd.update_status(
         state="COMPLETED",
-        global_step=trainer.state.global_step,
+        global_step=step,
         train_seconds_last_start=round(time.time() - started, 1),
         final=str(rd.final),
     )

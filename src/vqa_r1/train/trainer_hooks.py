@@ -4,8 +4,9 @@
   by file into its final place, so a job killed mid-save (SIGKILL at the time limit, node failure)
   leaves a folder that looks like a checkpoint but is not. Here a checkpoint is written into a
   staging folder, marked complete, then renamed into place; resume skips a folder without the
-  marker (vqa_r1.run_dir.latest_checkpoint). Callbacks (``on_save``) run only after the files are
-  in place, too late to redirect them.
+  marker (vqa_r1.run_dir.latest_checkpoint). With several processes, barriers around the save
+  keep rank 0's staging and rename from racing the other ranks' writes. Callbacks (``on_save``)
+  run only after the files are in place, too late to redirect them.
 * ``EpochOrderSamplerMixin`` (``GRPOTrainer._get_train_sampler``): see EpochOrderSampler. The
   sampler is built inside the trainer with no argument or callback to replace it.
 
@@ -21,34 +22,54 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import ranks
 from vqa_r1.run_dir import COMPLETE_MARKER
 
 log = logging.getLogger(__name__)
 
 
 class AtomicCheckpointMixin:
-    """Mix into a transformers Trainer subclass: ``_save_checkpoint`` becomes stage-mark-rename."""
+    """Mix into a transformers Trainer subclass: ``_save_checkpoint`` becomes stage-mark-rename.
+
+    In a job with several processes every rank writes into the checkpoint (transformers saves
+    ``rng_state_{process_index}.pth`` on each rank, Trainer._save_rng_state; DeepSpeed writes
+    per-rank shards), but ``Trainer._save_checkpoint`` has no barrier of its own. So:
+
+    1. rank 0 empties the staging folder, then a barrier: no rank writes before it is ready;
+    2. every rank saves into it (the Trainer's own code);
+    3. a barrier: every rank's files are written;
+    4. rank 0 marks the checkpoint complete, fsyncs it and renames it into place;
+    5. a barrier: no rank goes on (or exits, or is requeued) before the checkpoint is in place.
+
+    The staging and final folders must be on a filesystem all ranks see (the run directory).
+    """
 
     def _save_checkpoint(self, model, trial):  # noqa: D401 - Trainer hook
         final_root = self.args.output_dir
         staging_root = os.path.join(final_root, ".staging")
-        shutil.rmtree(staging_root, ignore_errors=True)
-        os.makedirs(staging_root, exist_ok=True)
+        main = ranks.is_main()
+        if main:
+            shutil.rmtree(staging_root, ignore_errors=True)
+            os.makedirs(staging_root, exist_ok=True)
+        ranks.barrier()
         self.args.output_dir = staging_root
         try:
             super()._save_checkpoint(model, trial)
         finally:
             self.args.output_dir = final_root
-        name = f"checkpoint-{self.state.global_step}"
-        staged = Path(staging_root) / name
-        if self.args.should_save:
+        ranks.barrier()
+        if main:
+            name = f"checkpoint-{self.state.global_step}"
+            staged = Path(staging_root) / name
             (staged / COMPLETE_MARKER).write_text(str(self.state.global_step))
             fsync_tree(staged)
             target = Path(final_root) / name
             if target.exists():
                 shutil.rmtree(target)
             os.replace(staged, target)
-        shutil.rmtree(staging_root, ignore_errors=True)
+            fsync_dir(Path(final_root))
+            shutil.rmtree(staging_root, ignore_errors=True)
+        ranks.barrier()
 
 
 def fsync_tree(root: Path) -> None:
@@ -56,6 +77,21 @@ def fsync_tree(root: Path) -> None:
         if path.is_file():
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
+    fsync_dir(root)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a folder's entries (a rename into it) durable; a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class EpochOrderSampler:
