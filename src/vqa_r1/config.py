@@ -25,6 +25,9 @@ from vqa_r1.typed_config import build, load_mapping, option, to_dict
 
 # the job script of a GRPO vLLM server exports its URL here; the trainer reads it
 VLLM_URL_ENV = "VQA_R1_VLLM_URL"
+# ... and the port of the weight-sync group (TRL's vllm_group_port), picked per job so that two
+# jobs on one node do not both bind TRL's fixed default
+VLLM_GROUP_PORT_ENV = "VQA_R1_VLLM_GROUP_PORT"
 
 Verb = Literal["sft", "grpo", "evaluate", "merge"]
 
@@ -139,7 +142,29 @@ class TrainConfig:
     reward_weights: list[float] | None = option(None, help="one weight per reward; none: all 1")
     answer_rule: str = option("robust", help="how the accuracy reward reads answers (answers.py)")
     use_vllm: bool = option(False, help="GRPO: generate with vLLM (GPU only)")
-    vllm_mode: Literal["colocate", "server"] = option("colocate", help="GRPO: vLLM placement")
+    vllm_mode: Literal["colocate", "server"] = option(
+        "colocate",
+        help="GRPO: vLLM placement; colocate: inside each training process, on its GPU; server: "
+        "a server on the first node's last vllm_tensor_parallel_size GPUs, started by the job",
+    )
+    vllm_gpu_memory_utilization: float | None = option(
+        None,
+        help="GRPO vLLM: fraction of a GPU's memory vLLM takes for weights and KV cache; none: "
+        "TRL's default (colocate 0.3, beside training; server 0.9 of its own GPU)",
+    )
+    vllm_max_model_length: int | None = option(
+        None,
+        help="GRPO vLLM: context window (prompt with image tokens + completion); none: the "
+        "model's (Qwen2.5-VL: 128k, whose KV cache does not fit in 0.3 of a GPU beside a 7B "
+        "model: set it, e.g. 4096)",
+        minimum=1,
+    )
+    vllm_tensor_parallel_size: int = option(
+        1,
+        help="GRPO vLLM: GPUs one vLLM engine spans; colocate: must divide the training "
+        "processes; server: the server's GPUs (training gets the others)",
+        minimum=1,
+    )
     deepspeed: str | None = option(None, help="zero2 | zero3 | a DeepSpeed JSON file")
     report_to: list[str] = option(
         default_factory=list, help="trackers, e.g. wandb; the run id survives requeues"
@@ -161,8 +186,24 @@ class ResourceConfig:
     gpus: int = option(1, help="GPUs per node", minimum=0)
     nodes: int = option(1, help="nodes", minimum=1)
     time: str = option("12:00:00", help="time limit per job (SLURM format); longer runs requeue")
-    cpus_per_gpu: int | None = option(None, help="CPUs per GPU; none: the cluster profile's")
-    mem_gb: int | None = option(None, help="memory per node in GB; none: the cluster profile's")
+    cpus_per_gpu: int | None = option(
+        None,
+        help="CPUs per GPU (per process in a job without GPUs); a node gets this times its GPUs "
+        "(processes); none: the cluster profile's",
+        minimum=1,
+    )
+    mem_gb: float | None = option(
+        None,
+        help="memory per GPU in GB (per process in a job without GPUs); a node gets this times "
+        "its GPUs (processes); none: the cluster profile's",
+    )
+    processes_per_node: int | None = option(
+        None,
+        help="training processes per node (one SLURM task each, joined by torch.distributed); "
+        "none: one per training GPU, or 1 without GPUs. Without GPUs, N > 1 trains on CPU over "
+        "gloo (the code path of a multi-GPU job); with GPUs it must be the training GPU count",
+        minimum=1,
+    )
 
 
 @dataclass
@@ -189,6 +230,14 @@ def check_values(config: RunConfig) -> None:
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
     if t.learning_rate <= 0:
         raise UserError("train.learning_rate must be positive")
+    util = t.vllm_gpu_memory_utilization
+    if util is not None and not 0 < util <= 1:
+        raise UserError(
+            f"train.vllm_gpu_memory_utilization must be in (0, 1] (a fraction of a GPU's memory), "
+            f"got {util}"
+        )
+    if config.resources.mem_gb is not None and config.resources.mem_gb <= 0:
+        raise UserError(f"resources.mem_gb must be positive, got {config.resources.mem_gb}")
     if config.data.dataset != "synthetic" and not Path(config.data.dataset).exists():
         raise UserError(
             f"data.dataset: {config.data.dataset!r} is neither 'synthetic' nor an existing folder "

@@ -255,7 +255,7 @@ def test_trl_generation_server_lines():
         "CUDA_VISIBLE_DEVICES=3 trl vllm-serve --model Qwen/Qwen2.5-VL-7B-Instruct "
         '--port "$VQA_R1_VLLM_PORT" --gpu-memory-utilization 0.9' in text
     )
-    assert "/health/" in text and "--host" not in text
+    assert '$VQA_R1_VLLM_PORT/health"' in text and "--host" not in text  # where TRL's client polls
     subprocess.run(["bash", "-n", "-c", text], check=True)
     with pytest.raises(ValueError, match="served_name"):
         vllm_server_lines("m", launcher="trl", served_name="x")

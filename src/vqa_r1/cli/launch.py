@@ -140,6 +140,15 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: the recipe's)")
     g.add_argument("--nodes", type=int, default=None, help="nodes (default: the recipe's)")
     g.add_argument(
+        "--processes-per-node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="training processes per node (SLURM tasks joined by torch.distributed); default: "
+        "one per training GPU. With --gpus 0, N CPU processes train together over gloo, the code "
+        "path of a multi-GPU job but the device (resources.processes_per_node)",
+    )
+    g.add_argument(
         "--time", default=None, help="time limit per job in SLURM format, e.g. 12:00:00 or 00:02:00"
     )
     g.add_argument(
@@ -202,6 +211,7 @@ def job_options(args: argparse.Namespace) -> JobOptions:
         gpus=args.gpus,
         nodes=args.nodes,
         time=args.time,
+        processes_per_node=args.processes_per_node,
         dry_run=args.dry_run,
         no_wait=args.no_wait,
         max_requeues=args.max_requeues,

@@ -49,11 +49,13 @@ class ClusterProfile:
     )
     cpus_per_task: int = option(
         1,
-        help="CPUs of a job without GPUs (merge, CPU evaluation, the local cluster)",
+        help="CPUs per process of a job without GPUs (merge, CPU evaluation, the local cluster)",
         parse=lambda r: _count(1)(r),
     )
     mem_gb: float | None = option(
-        None, help="memory of a job without GPUs, GB", parse=lambda r: _optional_gb(r)
+        None,
+        help="memory per process of a job without GPUs, GB",
+        parse=lambda r: _optional_gb(r),
     )
     max_time: int | None = option(
         None,
@@ -274,14 +276,17 @@ def to_submitit_params(
     time_minutes: int | None = None,
     cpus: int | None = None,
     mem: float | None = None,
+    tasks_per_node: int | None = None,
 ) -> dict[str, Any]:
     """Parameters for `submitit.AutoExecutor.update_parameters`.
 
-    `gpus` is per node (the profile's default when None); `cpus` and `mem` (GB) are per node too
-    and default to the per-GPU amounts times `gpus`. Each node runs one task holding all its GPUs,
-    because the launcher inside the job (accelerate/torchrun) starts one process per GPU itself.
-    `time_minutes` defaults to the cluster's limit and may not exceed it: a longer run is several
-    jobs, joined by requeueing, not one long job.
+    `gpus` is per node (the profile's default when None). `tasks_per_node`: the processes srun
+    starts on each node (launch/distributed.py: one per training GPU, each deriving its
+    torch.distributed rank from SLURM); None leaves it to SLURM (one). `cpus` and `mem` (GB) are
+    per node and default to the profile's per-GPU amounts times `gpus`, or, without GPUs, its
+    per-process amounts times the processes. The node's CPUs are split evenly among its tasks
+    (`--cpus-per-task`). `time_minutes` defaults to the cluster's limit and may not exceed it: a
+    longer run is several jobs, joined by requeueing, not one long job.
     """
     gpus = profile.gpus_per_node if gpus is None else gpus
     _require(gpus >= 0, f"gpus must be >= 0, got {gpus}")
@@ -297,9 +302,15 @@ def to_submitit_params(
         if value:
             params[f"slurm_{key}"] = value
     params.update(_gpu_params(profile, gpus))
-    params["cpus_per_task"] = cpus if cpus is not None else _default_cpus(profile, gpus)
-    _require(params["cpus_per_task"] >= 1, f"cpus must be >= 1, got {params['cpus_per_task']}")
-    mem_gb = mem if mem is not None else _default_mem(profile, gpus)
+    tasks = 1 if tasks_per_node is None else tasks_per_node
+    _require(tasks >= 1, f"tasks per node must be >= 1, got {tasks}")
+    node_cpus = cpus if cpus is not None else _default_cpus(profile, gpus, tasks)
+    _require(node_cpus >= 1, f"cpus must be >= 1, got {node_cpus}")
+    _require(node_cpus >= tasks, f"{node_cpus} CPUs per node cannot give each of {tasks} tasks one")
+    if tasks_per_node is not None:
+        params["tasks_per_node"] = tasks_per_node
+    params["cpus_per_task"] = node_cpus // tasks
+    mem_gb = mem if mem is not None else _default_mem(profile, gpus, tasks)
     if mem_gb is not None:
         _require(mem_gb > 0, f"mem must be > 0 GB, got {mem_gb}")
         params["mem_gb"] = mem_gb
@@ -345,11 +356,11 @@ def _gpu_params(profile: ClusterProfile, gpus: int) -> dict[str, Any]:
     return {"gpus_per_node": gpus}
 
 
-def _default_cpus(profile: ClusterProfile, gpus: int) -> int:
-    return profile.cpus_per_gpu * gpus if gpus else profile.cpus_per_task
+def _default_cpus(profile: ClusterProfile, gpus: int, tasks: int = 1) -> int:
+    return profile.cpus_per_gpu * gpus if gpus else profile.cpus_per_task * tasks
 
 
-def _default_mem(profile: ClusterProfile, gpus: int) -> float | None:
+def _default_mem(profile: ClusterProfile, gpus: int, tasks: int = 1) -> float | None:
     if gpus:
         return profile.mem_per_gpu_gb * gpus if profile.mem_per_gpu_gb else None
-    return profile.mem_gb
+    return profile.mem_gb * tasks if profile.mem_gb else None

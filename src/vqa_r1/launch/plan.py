@@ -23,7 +23,12 @@ from vqa_r1.config import RunConfig, save_config
 from vqa_r1.data.datasets import load_split
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import JudgeJobConfig
-from vqa_r1.launch.distributed import job_setup_lines
+from vqa_r1.launch.distributed import (
+    check_grpo_batch,
+    check_vllm,
+    job_setup_lines,
+    processes_per_node,
+)
 from vqa_r1.launch.monitor import log_path, record_job
 from vqa_r1.launch.submit import LaunchRequest, Resources, submit, wait_local
 from vqa_r1.launch.task import JudgeTask, PretrainTask, task_for
@@ -45,6 +50,7 @@ class JobOptions:
     gpus: int | None = None  # None: the recipe's
     nodes: int | None = None
     time: str | None = None  # SLURM time; None: the recipe's
+    processes_per_node: int | None = None  # None: the recipe's (one per training GPU by default)
     dry_run: bool = False
     no_wait: bool = False
     max_requeues: int = 50
@@ -94,20 +100,32 @@ def request_for_config(
     run prints the chain without building its datasets)."""
     r = config.resources
     gpus = job.gpus if job.gpus is not None else r.gpus
+    nodes = job.nodes if job.nodes is not None else r.nodes
+    if job.processes_per_node is not None and job.processes_per_node < 1:
+        raise UserError(f"--processes-per-node must be >= 1, got {job.processes_per_node}")
+    requested = job.processes_per_node or r.processes_per_node
+    if requested is not None and requested > 1 and verb not in ("sft", "grpo"):
+        raise UserError(f"processes per node: {verb} runs one process; only training has more")
+    if gpus < 0 or nodes < 1:
+        raise UserError(f"--gpus must be >= 0 and --nodes >= 1, got {gpus} and {nodes}")
+    processes = processes_per_node(config, gpus, requested)  # the vLLM server's GPUs left out
+    check_grpo_batch(config, processes * nodes)
+    for note in check_vllm(config, gpus, processes * nodes):
+        _note(note)
     res = Resources(
         gpus=gpus,
-        nodes=job.nodes if job.nodes is not None else r.nodes,
+        nodes=nodes,
         time=job.time or r.time,
-        cpus=r.cpus_per_gpu * max(1, gpus) if r.cpus_per_gpu else None,
+        cpus_per_gpu=r.cpus_per_gpu,
         mem_gb=r.mem_gb,
+        tasks_per_node=processes,
     )
-    if config.train.use_vllm and config.train.vllm_mode == "server":
-        res.tasks_per_node = max(1, res.gpus - 1)  # the last GPU serves vLLM
     config.resources.gpus, config.resources.nodes, config.resources.time = (
         res.gpus,
         res.nodes,
         res.time,
     )
+    config.resources.processes_per_node = requested
     flat = yaml.safe_dump(
         {k: config.to_dict()[k] for k in ("lora", "train")}, default_flow_style=True, width=10_000
     )
@@ -161,6 +179,7 @@ def pretrain_request(
     pretrain_config: PretrainConfig, out: Path, stop_after: int | None, job: JobOptions
 ) -> tuple[LaunchRequest, Path]:
     """pretrain: the config was checked by train.pretrain.config_from_overrides."""
+    _one_process(job, "pretrain")
     res = Resources(gpus=job.gpus or 0, nodes=job.nodes or 1, time=job.time or "04:00:00")
     summary = [
         f"# vqa-r1 pretrain --family {pretrain_config.family} --out {out}",
@@ -185,6 +204,7 @@ def judge_request(
     judge_config: JudgeJobConfig, output_dir: str | None, setup: list[str], job: JobOptions
 ) -> tuple[LaunchRequest, Path]:
     """judge: one GPU when it serves its own vLLM model, none for an API."""
+    _one_process(job, "judge")
     out = Path(output_dir or "runs/judge").resolve()
     wants_gpu = 1 if judge_config.vllm_model else 0
     res = Resources(
@@ -204,6 +224,11 @@ def judge_request(
         snapshot=job.snapshot,
     )
     return request, out
+
+
+def _one_process(job: JobOptions, verb: str) -> None:
+    if job.processes_per_node is not None:
+        raise UserError(f"--processes-per-node: a {verb} job runs one process per node")
 
 
 _CHECKED_SPLITS: set[tuple[str, str]] = set()
@@ -236,8 +261,13 @@ def check_model_available(config: RunConfig, submitting: bool) -> None:
     )
     if submitting:
         raise UserError(message)
-    if spec.hub_id not in _NOTED:  # a chain of 17 dry-run steps says it once
-        _NOTED.add(spec.hub_id)
+    _note(message)  # a chain of 17 dry-run steps says it once
+
+
+def _note(message: str) -> None:
+    """A remark on stderr, once per launch."""
+    if message not in _NOTED:
+        _NOTED.add(message)
         print(f"note: {message}", file=sys.stderr)
 
 

@@ -22,12 +22,25 @@ from vqa_r1.launch.task import Task
 
 @dataclass
 class Resources:
-    gpus: int
+    """What one job asks for. CPUs and memory are given per GPU, or per process for a job without
+    GPUs, like the cluster profile's: a node asks for them times its GPUs (its processes), so a
+    recipe's amounts follow ``--gpus``. None: the profile's."""
+
+    gpus: int  # per node
     nodes: int
     time: str
-    cpus: int | None = None
-    mem_gb: float | None = None
-    tasks_per_node: int | None = None  # default: one per GPU
+    cpus_per_gpu: int | None = None  # per GPU, or per process without GPUs
+    mem_gb: float | None = None  # per GPU, or per process without GPUs
+    tasks_per_node: int | None = None  # processes srun starts per node; None: one per GPU, or 1
+
+    @property
+    def processes_per_node(self) -> int:
+        return self.tasks_per_node or max(1, self.gpus)
+
+    @property
+    def shares(self) -> int:
+        """How many per-GPU (per-process) amounts a node gets."""
+        return self.gpus if self.gpus else self.processes_per_node
 
 
 def snapshot_code(run_dir: Path) -> Path:
@@ -91,21 +104,33 @@ def default_cluster() -> str:
 
 
 def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
+    """submitit parameters: the profile's conventions with this request's resources.
 
+    Every job asks for ``--ntasks-per-node`` (the processes srun starts; launch/distributed.py)
+    and gives srun the same ``--cpus-per-task`` as sbatch: from SLURM 22.05 to 23.02 srun does not
+    inherit it, and each task would be bound to one CPU. Several tasks: ``--kill-on-bad-exit=1``.
+    """
     profile = load_cluster(request.cluster or default_cluster())
     res = request.resources
     minutes = parse_slurm_time(res.time)
     if profile.max_time is not None and minutes > profile.max_time:
         minutes = profile.max_time  # a longer run is several jobs joined by requeueing
     params = to_submitit_params(
-        profile, gpus=res.gpus, nodes=res.nodes, time_minutes=minutes, cpus=res.cpus, mem=res.mem_gb
+        profile,
+        gpus=res.gpus,
+        nodes=res.nodes,
+        time_minutes=minutes,
+        cpus=res.cpus_per_gpu * res.shares if res.cpus_per_gpu else None,
+        mem=res.mem_gb * res.shares if res.mem_gb else None,
+        tasks_per_node=res.processes_per_node,
     )
     params["name"] = request.job_name
-    if res.gpus > 1 or res.nodes > 1:
-        # one process per GPU; each derives its torch.distributed rank from SLURM (launch/distributed.py)
-        params["tasks_per_node"] = res.tasks_per_node or max(1, res.gpus)
-        if "cpus_per_task" in params and res.gpus > 1:
-            params["cpus_per_task"] = max(1, params["cpus_per_task"] // res.gpus)
+    params["slurm_srun_args"] = ["--cpus-per-task", str(params["cpus_per_task"])]
+    if params.get("tasks_per_node", 1) > 1 or res.nodes > 1:
+        # a rank that dies (OOM, a node fault, SIGKILL) takes the others with it at once; without
+        # this they wait in their next collective until the time limit, and the job restarts
+        # only after hours of nothing (the resume then starts from the latest complete checkpoint)
+        params["slurm_srun_args"].append("--kill-on-bad-exit=1")
     # many short limits count as timeouts: allow enough requeues for the whole run
     params["slurm_max_num_timeout"] = 1000
     for key, value in request.extra_params.items():  # issue 3: dependencies (launch/pipeline.py)

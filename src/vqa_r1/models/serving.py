@@ -1,21 +1,32 @@
 """Shell lines that start a vLLM server inside a job script and wait until it answers.
 
 Two jobs start one: an open LLM judge (``vllm serve``, OpenAI-compatible; vqa_r1.judge.job) and
-GRPO's generation server (``trl vllm-serve``; vqa_r1.launch.distributed). Both take the port from
-the SLURM job id, so that jobs sharing a node rarely collide, and neither may let the job go on
-before the server answers, nor sit out the whole deadline once the server has died.
+GRPO's generation server (``trl vllm-serve``; vqa_r1.launch.distributed). Both derive the port from
+the SLURM job id and move up to the next port nothing on the node listens on, so that jobs sharing
+a node do not collide, and neither may let the job go on before the server answers, nor sit out
+the whole deadline once the server has died (its pid is checked while waiting).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 PORT_VAR = "VQA_R1_VLLM_PORT"  # the shell variable holding the port in the job script
 PORT_BASE = 20000
 PORT_SPAN = 10000
-HEALTH_PATHS = {"vllm": "/v1/models", "trl": "/health/"}
+# health: vLLM's OpenAI API lists its models; `trl vllm-serve` (a wrapper around `vllm serve` in
+# TRL 1.16) is polled where TRL's own client polls it (trl/generation/vllm_client.py check_server)
+HEALTH_PATHS = {"vllm": "/v1/models", "trl": "/health"}
+FREE_PORT = "vqa_r1_free_port"  # the shell function of FREE_PORT_FUNCTION
+FREE_PORT_FUNCTION = [
+    f"{FREE_PORT}() {{  # the first port from $1 up that nothing on this node accepts connections on",
+    "  local port=$1",
+    "  while (: < /dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done",
+    "  echo $port",
+    "}",
+]
 
 
 def job_port(job_id: int) -> int:
@@ -23,12 +34,18 @@ def job_port(job_id: int) -> int:
     return PORT_BASE + job_id % PORT_SPAN
 
 
-def port_expression(port: int | None = None) -> str:
+def port_expression(port: int | None = None, base: int = PORT_BASE) -> str:
     """``port`` when given, else ``job_port`` as shell arithmetic on ``$SLURM_JOB_ID`` (0 when
-    unset, e.g. under the local executor)."""
+    unset, e.g. under the local executor); ``base``: another range for a second port of a job."""
     if port:
         return str(int(port))
-    return f"$(({PORT_BASE} + ${{SLURM_JOB_ID:-0}} % {PORT_SPAN}))"
+    return f"$(({int(base)} + ${{SLURM_JOB_ID:-0}} % {PORT_SPAN}))"
+
+
+def free_port_expression(base: int = PORT_BASE) -> str:
+    """Shell: the job's port in the range from ``base`` (``port_expression``), moved up past ports
+    in use on this node; needs the lines of ``FREE_PORT_FUNCTION`` earlier in the script."""
+    return f"$({FREE_PORT} {port_expression(base=base)})"
 
 
 def vllm_server_lines(
@@ -40,6 +57,7 @@ def vllm_server_lines(
     served_name: str | None = None,
     extra_args: Sequence[str] = (),
     gpus: str | None = None,
+    env: Mapping[str, str] | None = None,
     log_file: str = '"vllm-${SLURM_JOB_ID:-0}.log"',
     startup_timeout: int = 1200,
     label: str = "vLLM server",
@@ -52,9 +70,11 @@ def vllm_server_lines(
     ``trl`` runs ``trl vllm-serve --model MODEL`` (TRL's generation server, health on /health/).
     ``host``: the address bound (None: the server's default, all interfaces for TRL's).
     ``served_name``: the model name the OpenAI API exposes (``vllm`` only). ``gpus``: the
-    CUDA_VISIBLE_DEVICES of the server alone. ``log_file`` is a shell word, quoted by the caller
-    (it may use variables, as the default does; the lines keep it in ``$VQA_R1_VLLM_LOG``). Every
-    other value is quoted here.
+    CUDA_VISIBLE_DEVICES of the server alone. ``env``: more variables of the server alone, each
+    value a shell word quoted by the caller (it may use variables). ``log_file`` is a shell word,
+    quoted by the caller (it may use variables, as the default does; the lines keep it in
+    ``$VQA_R1_VLLM_LOG``). Every other value is quoted here. Without ``port`` the port is
+    ``free_port_expression()``: the job's, or the next one free on the node.
     """
     if launcher not in HEALTH_PATHS:
         raise ValueError(f"launcher {launcher!r}: use one of {', '.join(HEALTH_PATHS)}")
@@ -70,12 +90,17 @@ def vllm_server_lines(
             raise ValueError("served_name needs launcher='vllm'")
         command += ["--served-model-name", shlex.quote(served_name)]
     command += [shlex.quote(a) for a in extra_args]
-    if gpus is not None:
-        command.insert(0, f"CUDA_VISIBLE_DEVICES={shlex.quote(gpus)}")
+    assignments = [f"CUDA_VISIBLE_DEVICES={shlex.quote(gpus)}"] if gpus is not None else []
+    assignments += [f"{name}={value}" for name, value in (env or {}).items()]
+    command = assignments + command
     health = f"http://127.0.0.1:${PORT_VAR}{HEALTH_PATHS[launcher]}"
     timeout = int(startup_timeout)
+    if port:
+        port_lines = [f"export {PORT_VAR}={port_expression(port)}"]
+    else:
+        port_lines = [*FREE_PORT_FUNCTION, f"export {PORT_VAR}={free_port_expression()}"]
     return [
-        f"export {PORT_VAR}={port_expression(port)}",
+        *port_lines,
         f"VQA_R1_VLLM_LOG={log_file}",
         f'{" ".join(command)} > "$VQA_R1_VLLM_LOG" 2>&1 &',
         "VQA_R1_VLLM_PID=$!",
