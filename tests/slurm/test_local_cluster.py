@@ -5,6 +5,7 @@ requeue relies on exactly these mechanics."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from itertools import pairwise
@@ -89,3 +90,11 @@ def test_timed_out_job_requeues_and_completes(submitit_folder: Path) -> None:
     times = [t for _, _, t in starts]
     gaps = ", ".join(f"{b - a:.0f} s" for a, b in pairwise(times))
     print(f"requeue cycle (start to restart): {gaps}; total {time.time() - started:.0f} s")
+
+
+def test_the_node_offers_every_processor_for_multi_process_jobs(slurm_cluster):
+    """A two-process job needs two CPUs on the node; `nproc` under OMP_NUM_THREADS=1 (as the test
+    script exports) says 1, which once made the node a one-CPU node."""
+    cpus = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True, timeout=30)
+    assert cpus.returncode == 0, cpus.stderr
+    assert int(cpus.stdout.split()[0]) == os.cpu_count() >= 2
