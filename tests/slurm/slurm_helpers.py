@@ -81,3 +81,52 @@ def final_state(job_id: str, timeout_s: float = 30) -> str:
         lambda: f"a final state of job {job_id} in sacct; its history: {sacct_history(job_id)}",
     )
     return last_state()
+
+
+def scontrol(job_id: str) -> dict[str, str]:
+    """`scontrol show job` as a dict (Restarts, JobState, ...) while the controller knows it."""
+    out = _run("scontrol", "show", "job", "-o", job_id)
+    return dict(kv.split("=", 1) for kv in out.stdout.split() if "=" in kv)
+
+
+def prebuild_tiny_model() -> None:
+    """Build the tiny model once here, so jobs and reference runs do not all build it at once."""
+    from vqa_r1.models.loading import resolve_model_path
+    from vqa_r1.models.registry import get_spec
+    from vqa_r1.models.tiny import TinySize
+    from vqa_r1.recipes import load_config
+
+    mc = load_config("grpo", "tiny-qwen2.5-vl").model
+    size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
+    resolve_model_path(get_spec(mc.name), None, tiny_seed=mc.tiny_seed, tiny_size=size)
+
+
+def per_step(run_dir) -> list[dict]:
+    """The per-step records of a run's metrics.jsonl (the closing summary has no loss)."""
+    import json
+    from pathlib import Path
+
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if "loss" in r]
+
+
+def assert_same_run(clean_dir, requeued_dir, max_steps: int, compared: tuple[str, ...]) -> None:
+    """An interrupted run equals an uninterrupted one: every step once, the same per-step
+    metrics, the same final adapter; and the comparison means something (gradients flowed)."""
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import load_file
+
+    clean, requeued = per_step(clean_dir), per_step(requeued_dir)
+    assert [r["step"] for r in requeued] == list(range(1, max_steps + 1)), "a step lost or repeated"
+    assert [r["step"] for r in clean] == list(range(1, max_steps + 1))
+    for x, y in zip(clean, requeued, strict=True):
+        for key in compared:
+            assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-6), (x["step"], key, x, y)
+    assert any(r["grad_norm"] > 0 for r in clean), "no gradient: the comparison would be vacuous"
+    adapter = "final/adapter_model.safetensors"
+    wa, wb = load_file(str(Path(clean_dir) / adapter)), load_file(str(Path(requeued_dir) / adapter))
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        torch.testing.assert_close(wb[key], wa[key], rtol=1e-4, atol=1e-6)

@@ -25,9 +25,14 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
-from slurm_helpers import final_state, sacct_history, wait_until
+from slurm_helpers import (
+    assert_same_run,
+    final_state,
+    prebuild_tiny_model,
+    sacct_history,
+    scontrol,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -89,13 +94,6 @@ def launch(launcher: Path, run_dir: Path, dataset: Path, *extra: str) -> str:
     return found.group(1)
 
 
-def scontrol(job_id: str) -> dict[str, str]:
-    out = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
-    )
-    return dict(kv.split("=", 1) for kv in out.stdout.split() if "=" in kv)
-
-
 def job_log(run_dir: Path, job_id: str) -> str:
     """stdout and stderr of all runs of the job (submitit opens them in append mode)."""
     logs = [run_dir / "jobs" / f"{job_id}_0_log.{ext}" for ext in ("out", "err")]
@@ -111,11 +109,6 @@ def describe(run_dir: Path, job_id: str) -> str:
     )
 
 
-def per_step(run_dir: Path) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if "loss" in r]
-
-
 def copy_repository(target: Path, marker: Path) -> Path:
     """The launcher and library in a scratch folder, with the import marker as submitted."""
     shutil.copytree(REPO / "slurm", target / "slurm")
@@ -125,22 +118,10 @@ def copy_repository(target: Path, marker: Path) -> Path:
     return init
 
 
-def prebuild_model(run_dir: Path) -> None:
-    """Build the tiny model once, so two jobs and the reference do not all build it at once."""
-    from vqa_r1.models.loading import resolve_model_path
-    from vqa_r1.models.registry import get_spec
-    from vqa_r1.models.tiny import TinySize
-    from vqa_r1.recipes import load_config
-
-    mc = load_config("grpo", "tiny-qwen2.5-vl").model
-    size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
-    resolve_model_path(get_spec(mc.name), None, tiny_seed=mc.tiny_seed, tiny_size=size)
-
-
 @pytest.fixture(scope="module")
 def jobs(slurm_cluster, synthetic_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("requeue")
-    prebuild_model(root)
+    prebuild_tiny_model()
     t0 = time.monotonic()
     main = root / "main"
     main_id = launch(REPO / "slurm" / "launch.py", main, synthetic_dir)
@@ -234,18 +215,7 @@ def test_requeued_grpo_equals_uninterrupted_run(jobs):
     assert restarts >= 3 and history.count("REQUEUED") == restarts, (restarts, history)
     assert status["state"] == "COMPLETED" and status["requeues"] == restarts, status
 
-    clean, requeued = per_step(jobs["ref"] / "run"), per_step(main)
-    assert [r["step"] for r in requeued] == list(range(1, MAX_STEPS + 1)), "a step lost or repeated"
-    assert [r["step"] for r in clean] == list(range(1, MAX_STEPS + 1))
-    for x, y in zip(clean, requeued, strict=True):
-        for key in COMPARED:
-            assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-6), (x["step"], key, x, y)
-    assert any(r["grad_norm"] > 0 for r in clean), "no gradient: the comparison would be vacuous"
-    wa = load_file(str(jobs["ref"] / "run" / "final" / "adapter_model.safetensors"))
-    wb = load_file(str(main / "final" / "adapter_model.safetensors"))
-    assert wa.keys() == wb.keys()
-    for key in wa:
-        torch.testing.assert_close(wb[key], wa[key], rtol=1e-4, atol=1e-6)
+    assert_same_run(jobs["ref"] / "run", main, MAX_STEPS, COMPARED)
 
     log = job_log(main, job_id)
     counts = {
