@@ -19,7 +19,7 @@ from typing import Any
 
 from vqa_r1.clock import now_iso
 from vqa_r1.io import atomic_write_json
-from vqa_r1.launch.monitor import FINAL_STATES, lookup, query_sacct, record_job
+from vqa_r1.launch.monitor import record_job
 from vqa_r1.launch.plan import failure_reason, summarise
 from vqa_r1.launch.submit import LaunchRequest, dry_run_text, pick_executor, submit, wait_local
 
@@ -111,20 +111,33 @@ def previous_jobs(path: Path) -> dict[str, str]:
     return {s["name"]: s["job_id"] for s in json.loads(path.read_text())["steps"] if s["job_id"]}
 
 
+def queued_states() -> dict[str, str]:
+    """Job id -> state of the jobs the controller holds (squeue, not sacct: a job waiting on a
+    dependency is not in the accounting database until it becomes eligible)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(line.split(maxsplit=1) for line in out.stdout.splitlines() if " " in line)
+
+
 def submit_slurm(steps: list[Step], chain_file: Path, header: dict, command: str) -> None:
     """Submit the steps that are not done; a step of the previous launch still queued or running
     keeps its job (submitting it again would train the same run directory twice)."""
     earlier = previous_jobs(chain_file)
-    rows = query_sacct(list(earlier.values())) if earlier else {}
+    active = queued_states() if earlier else {}
     by_name = {s.name: s for s in steps}
     for step in order(steps):
         if step.done:
             step.state = "DONE EARLIER"
             continue
         old = earlier.get(step.name)
-        row = lookup(rows, old) if old else None
-        state = (row or {}).get("State", "").split(" ")[0]
-        if old and state in ACTIVE_STATES and state not in FINAL_STATES:
+        state = active.get(old or "", "")
+        if old and state in ACTIVE_STATES:
             step.job_id, step.state = old, f"{state} (from the previous launch)"
             continue
         waits = [by_name[d].job_id for d in step.after if not by_name[d].done]
