@@ -99,7 +99,10 @@ DRIVER = textwrap.dedent(
 
 def _env(workdir: Path) -> dict:
     (workdir / "mp_rewards.py").write_text(REWARDS)
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    # without CI: transformers propagates its records to the root logger when CI is set
+    # (transformers/utils/logging.py), so under CI=true every line of it is logged twice
+    dropped = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "CI")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(
         OMP_NUM_THREADS="1",
         HF_HUB_OFFLINE="1",
