@@ -5,7 +5,13 @@ import json
 import pytest
 
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
+from vqa_r1.io import (
+    atomic_dir,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+)
 
 
 def test_read_jsonl_skips_blank_lines_and_keeps_order(tmp_path):
@@ -55,10 +61,29 @@ def test_atomic_write_text_replaces_and_leaves_no_temporary_file(tmp_path, fsync
     assert [p.name for p in path.parent.iterdir()] == ["entry.json"]
 
 
-def test_atomic_write_text_keeps_the_old_file_when_writing_fails(tmp_path):
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     path = tmp_path / "entry.json"
     atomic_write_json(path, {"a": 1})
-    with pytest.raises(TypeError):
-        atomic_write_text(path, object())  # type: ignore[arg-type]
+    with pytest.raises(TypeError):  # the temporary file is open when the write fails
+        atomic_write_bytes(path, object())  # type: ignore[arg-type]
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["entry.json"]
+
+
+def test_atomic_dir_keep_existing_leaves_the_first_complete_build_in_place(tmp_path):
+    """Two ranks build the same tiny model at once: the one that finishes second must not swap
+    the folder the first is already loading from."""
+    target = tmp_path / "tiny" / "qwen"
+    with atomic_dir(target, keep_existing=True) as first:
+        with atomic_dir(target, keep_existing=True) as second:
+            (second / "config.json").write_text("second")
+        inode = target.stat().st_ino
+        with open(target / "config.json") as reader:  # a rank loading the finished build
+            (first / "config.json").write_text("first")
+    assert target.stat().st_ino == inode and (target / "config.json").read_text() == "second"
+    assert reader.closed and sorted(p.name for p in target.parent.iterdir()) == ["qwen"]
+    # without keep_existing a later build replaces the folder (a re-conversion with new content)
+    with atomic_dir(target) as third:
+        (third / "config.json").write_text("third")
+    assert target.stat().st_ino != inode and (target / "config.json").read_text() == "third"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["qwen"]

@@ -14,26 +14,38 @@ from vqa_r1.errors import UserError
 
 
 @contextlib.contextmanager
-def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling folder; on success it replaces ``target`` in one rename."""
+def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success it replaces ``target`` in one rename.
+
+    ``keep_existing``: for a cache whose content is the same whoever builds it (the tiny models).
+    When another process or rank finished the same target first, its folder stays and ours is
+    dropped: replacing it would pull files from under a process already loading from it.
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
         yield tmp
-        if target.exists():
+        if keep_existing and target.exists():
+            shutil.rmtree(tmp)
+        elif target.exists():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             target.rename(old)
             tmp.rename(target)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            tmp.rename(target)
+            try:
+                tmp.rename(target)
+            except OSError:  # another builder renamed its folder in since the check above
+                if not (keep_existing and target.exists()):
+                    raise
+                shutil.rmtree(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def atomic_write_text(path: str | Path, text: str, *, fsync: bool = True) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> None:
     """Write a temporary sibling and ``os.replace`` it into place: a killed process leaves the old
     file or the new one, never a torn one. ``fsync=False`` skips flushing to disk (~5 ms per file):
     for caches that re-create what an OS crash may tear (the rename alone survives any kill)."""
@@ -41,8 +53,8 @@ def atomic_write_text(path: str | Path, text: str, *, fsync: bool = True) -> Non
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             if fsync:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -51,6 +63,11 @@ def atomic_write_text(path: str | Path, text: str, *, fsync: bool = True) -> Non
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str, *, fsync: bool = True) -> None:
+    """``atomic_write_bytes`` of the UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
 
 
 def atomic_write_json(path: str | Path, obj: object) -> None:

@@ -18,7 +18,12 @@ from typing import Any
 from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
 from vqa_r1.launch.chain import Step
-from vqa_r1.launch.plan import JobOptions, check_model_available, request_for_config
+from vqa_r1.launch.plan import (
+    JobOptions,
+    check_model_available,
+    request_for_config,
+    route_overrides,
+)
 from vqa_r1.launch.submit import LaunchRequest, Resources
 from vqa_r1.launch.task import PromptTuneTask, TablesTask
 from vqa_r1.recipes import load_config
@@ -32,21 +37,10 @@ VERBS = ("sft", "grpo", "merge", "evaluate", "prompt_tune")
 def split_overrides(items: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     """``--set KEY=V`` (every run), ``--set VERB:KEY=V`` (one verb's runs) and
     ``--set experiment.KEY=V`` (the spec) -> (per-verb overrides, spec overrides)."""
-    per_verb: dict[str, list[str]] = {v: [] for v in VERBS}
-    spec: list[str] = []
-    for item in items or []:
-        head, sep, rest = item.partition(":")
-        if item.startswith("experiment."):
-            spec.append(item.removeprefix("experiment."))
-        elif sep and "=" not in head:
-            verb = head.replace("-", "_")
-            if verb not in per_verb:
-                raise UserError(f"--set {item!r}: {head!r} is not a verb ({', '.join(VERBS)})")
-            per_verb[verb].append(rest)
-        else:
-            for verb in VERBS:
-                per_verb[verb].append(item)
-    return per_verb, spec
+    items = list(items or [])
+    spec = [i.removeprefix("experiment.") for i in items if i.startswith("experiment.")]
+    runs = [i for i in items if not i.startswith("experiment.")]
+    return route_overrides(runs, list(VERBS), VERBS, "verb"), spec
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import Any
 from vqa_r1.clock import now_iso
 from vqa_r1.io import atomic_write_json
 from vqa_r1.launch.monitor import record_job
-from vqa_r1.launch.plan import failure_reason, summarise
-from vqa_r1.launch.submit import LaunchRequest, dry_run_text, pick_executor, submit, wait_local
+from vqa_r1.launch.plan import run_job_here
+from vqa_r1.launch.submit import LaunchRequest, dry_run_text, pick_executor, submit
 
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING"}
 
@@ -163,20 +163,16 @@ def run_local(steps: list[Step], chain_file: Path, header: dict, command: str) -
         if blocked and not step.after_any:
             print(f"[{index + 1}/{len(todo)}] {step.name}: not run (needs {', '.join(blocked)})")
             continue
-        job = submit(step.request, step.run_dir / "jobs")
-        step.job_id, step.state = str(job.job_id), "RUNNING"
-        record_job(step.run_dir, step.job_id, "local", step.run_dir / "jobs", command)
-        write_chain_file(chain_file, header, steps, "local", command)
-        print(f"[{index + 1}/{len(todo)}] {step.name}: local job {job.job_id}", flush=True)
-        try:
-            result = wait_local(job)
-        except Exception as err:  # the job's own traceback is in its log
-            step.state = "FAILED"
+
+        def started(job_id: str, step: Step = step) -> None:
+            step.job_id, step.state = job_id, "RUNNING"
+            write_chain_file(chain_file, header, steps, "local", command)
+
+        position = f"[{index + 1}/{len(todo)}]"
+        ok = run_job_here(step.name, step.request, step.run_dir, command, position, started)
+        step.state = "COMPLETED" if ok else "FAILED"
+        if not ok:
             failed.append(step.name)
-            print(f"  {step.name} FAILED: {failure_reason(err)}", flush=True)
-        else:
-            step.state = "COMPLETED"
-            print(f"  {step.name} finished: {summarise(result)}", flush=True)
         write_chain_file(chain_file, header, steps, "local", command)
     return failed
 

@@ -30,6 +30,7 @@ from vqa_r1.launch.plan import (
     LocalItem,
     default_dir,
     request_for_config,
+    route_overrides,
     run_locally,
 )
 from vqa_r1.launch.submit import LaunchRequest, dry_run_text, pick_executor, submit
@@ -84,19 +85,7 @@ def parse_steps(text: str) -> list[str]:
 
 def split_overrides(items: list[str], steps: list[str]) -> dict[str, list[str]]:
     """`--set key=v` applies to every step; `--set grpo:key=v` only to the named step."""
-    per_step: dict[str, list[str]] = {s: [] for s in steps}
-    for item in items or []:
-        head, sep, rest = item.partition(":")
-        if sep and "=" not in head:
-            if head not in STEPS:
-                raise UserError(f"--set {item!r}: {head!r} is not a step ({', '.join(STEPS)})")
-            if head not in per_step:
-                raise UserError(f"--set {item!r}: step {head} is not in --steps")
-            per_step[head].append(rest)
-        else:
-            for step in steps:
-                per_step[step].append(item)
-    return per_step
+    return route_overrides(items, steps, STEPS, "step")
 
 
 # ------------------------------------------------------------------------------- planning

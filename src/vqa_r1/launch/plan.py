@@ -288,6 +288,30 @@ def failure_reason(err: BaseException) -> str:
     return (raised or lines or [repr(err)])[-1]
 
 
+def route_overrides(
+    items: list[str], targets: list[str], known: tuple[str, ...], kind: str
+) -> dict[str, list[str]]:
+    """``--set KEY=V`` goes to every target, ``--set NAME:KEY=V`` to the target NAME alone.
+
+    Pipelines route to their steps, experiments to their verbs (``kind`` names which, in errors).
+    A colon inside the value (``--set model.path=/a:b``) comes after the ``=`` and is no prefix.
+    """
+    routed: dict[str, list[str]] = {t: [] for t in targets}
+    for item in items or []:
+        head, sep, rest = item.partition(":")
+        if not sep or "=" in head:
+            for target in targets:
+                routed[target].append(item)
+            continue
+        name = head.replace("-", "_")
+        if name not in known:
+            raise UserError(f"--set {item!r}: {head!r} is not a {kind} ({', '.join(known)})")
+        if name not in routed:
+            raise UserError(f"--set {item!r}: {kind} {head} is not in --{kind}s")
+        routed[name].append(rest)
+    return routed
+
+
 @dataclass
 class LocalItem:
     """One job of a local sweep or chain; ``state`` is NOT RUN, RUNNING, COMPLETED or FAILED."""
@@ -299,6 +323,33 @@ class LocalItem:
     state: str = "NOT RUN"
 
 
+def run_job_here(
+    name: str,
+    request: LaunchRequest,
+    run_dir: Path,
+    command: str,
+    position: str,
+    on_started: Callable[[str], None] = lambda job_id: None,
+) -> bool:
+    """Run one job in a local subprocess and wait for it; True when it finished.
+
+    Prints one line when it starts and one when it ends (a failure as its exception line and the
+    log to read: the job's own traceback is there). ``on_started`` gets the local job id.
+    """
+    job = submit(request, run_dir / "jobs")
+    record = record_job(run_dir, str(job.job_id), "local", run_dir / "jobs", command)
+    on_started(str(job.job_id))
+    print(f"{position} {name}: local job {job.job_id}", flush=True)
+    try:
+        result = wait_local(job)
+    except Exception as err:
+        log = log_path(record, stderr=True)
+        print(f"  {name} FAILED: {failure_reason(err)}; log: {log}", flush=True)
+        return False
+    print(f"  {name} finished: {summarise(result)}", flush=True)
+    return True
+
+
 def run_locally(
     items: list[LocalItem],
     command: str,
@@ -307,32 +358,23 @@ def run_locally(
 ) -> list[str]:
     """No SLURM: run the jobs one after another here; returns the names of those that failed.
 
-    A chain stops at its first failure (later steps need its output); a sweep goes on.
+    A pipeline stops at its first failure (later steps need its output); a sweep goes on.
     ``on_change`` is called whenever a state changes (to rewrite pipeline.json / sweep.json).
     """
     failed: list[str] = []
     on_change()
     for index, item in enumerate(items):
-        job = submit(item.request, item.run_dir / "jobs")
-        item.job_id, item.state = str(job.job_id), "RUNNING"
-        record = record_job(item.run_dir, item.job_id, "local", item.run_dir / "jobs", command)
-        on_change()
-        print(f"[{index + 1}/{len(items)}] {item.name}: local job {job.job_id}", flush=True)
-        try:
-            result = wait_local(job)
-        except Exception as err:  # the job's own traceback is in its log
-            item.state = "FAILED"
-            failed.append(item.name)
+
+        def started(job_id: str, item: LocalItem = item) -> None:
+            item.job_id, item.state = job_id, "RUNNING"
             on_change()
-            print(
-                f"  {item.name} FAILED: {failure_reason(err)}; "
-                f"log: {log_path(record, stderr=True)}",
-                flush=True,
-            )
+
+        position = f"[{index + 1}/{len(items)}]"
+        ok = run_job_here(item.name, item.request, item.run_dir, command, position, started)
+        item.state = "COMPLETED" if ok else "FAILED"
+        on_change()
+        if not ok:
+            failed.append(item.name)
             if stop_on_failure:
                 break
-            continue
-        item.state = "COMPLETED"
-        on_change()
-        print(f"  {item.name} finished: {summarise(result)}", flush=True)
     return failed

@@ -7,7 +7,8 @@ special tokens and chat template; the result is saved with `save_pretrained` and
 the same `AutoProcessor` / `AutoModelForImageTextToText` path as a hub checkpoint.
 
 Builds are deterministic from the seed and the size, and written atomically into the cache, so
-concurrent jobs on a shared filesystem never see half a model.
+concurrent jobs on a shared filesystem (or the ranks of one job) never see half a model, and the
+first complete build is the one every process loads.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def tiny_model_dir(family: str, seed: int = 0, size: TinySize | None = None) -> 
     target = cache_root() / "tiny" / f"{family}-{digest}"
     if (target / "config.json").exists():
         return target
-    with atomic_dir(target) as tmp:
+    # every rank of a job (and every job on a shared filesystem) may build the same model at once:
+    # the first complete build stays, so none is swapped under a process loading it
+    with atomic_dir(target, keep_existing=True) as tmp:
         BUILDERS[family](tmp, seed, size)
         (tmp / "tiny_build.json").write_text(key)
     return target

@@ -17,14 +17,12 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vqa_r1.io import read_jsonl
+from vqa_r1.io import atomic_write_bytes, read_jsonl
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,23 +40,6 @@ ACCURACY_KEYS = (
 
 
 # --------------------------------------------------------------------------- files and figures
-
-
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write a temporary sibling, then ``os.replace`` it into place (never a torn file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager
@@ -84,7 +65,7 @@ def _save_png(fig: Figure, png: str | Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     png = Path(png)
-    write_bytes_atomic(png, buf.getvalue())
+    atomic_write_bytes(png, buf.getvalue())
     return png
 
 
