@@ -1,11 +1,11 @@
 """Issue 9 acceptance on the real local SLURM: GRPO with two processes (one task each, gloo on CPU:
 the code path of a `--gpus 2` job but for the device) through time-limit requeues and a requeue
 forced from outside (`scontrol requeue`: SIGTERM, SIGKILL after KillWait, back in the queue),
-equal to an uninterrupted two-process run; and one rank killed in the middle of a checkpoint
-write.
+equal to an uninterrupted two-process run; one rank killed in the middle of a checkpoint write;
+and the job preempted by SLURM itself for a job of a higher-tier partition.
 
-Both jobs take the whole 2-CPU cluster, so they run one after the other; the uninterrupted
-reference runs meanwhile as a local two-process run (torch.distributed.run, the same config).
+The jobs take the whole 2-CPU cluster, so they run one after the other; the uninterrupted
+references run as local two-process runs (torch.distributed.run, the same config).
 """
 
 from __future__ import annotations
@@ -75,16 +75,38 @@ def job_env(*extra_paths: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def grpo_command(run_dir: Path, dataset: Path, time_limit: str, steps: int | None = None) -> list:
+def settings(**train: object) -> list[str]:
+    """SETTINGS with some train.* values changed (e.g. max_steps=15)."""
+    changed = {f"train.{key}": value for key, value in train.items()}
+    return [
+        f"{key}={changed.pop(key)}" if key in changed else f"{key}={value}"
+        for key, value in (s.split("=", 1) for s in SETTINGS)
+    ] + [f"{key}={value}" for key, value in changed.items()]
+
+
+def grpo_command(run_dir: Path, dataset: Path, time_limit: str, **train: object) -> list:
     command = [sys.executable, str(REPO / "slurm" / "launch.py"), "grpo"]
     command += ["--model", "tiny-qwen2.5-vl", "--cluster", "local-slurm", "--time", time_limit]
     command += ["--executor", "slurm", "--processes-per-node", "2"]
     command += ["--output-dir", str(run_dir), "--dataset", str(dataset)]
-    for setting in SETTINGS:
-        if steps and setting.startswith("train.max_steps"):
-            setting = f"train.max_steps={steps}"
-        command += ["--set", setting]
-    return command
+    return command + [x for s in settings(**train) for x in ("--set", s)]
+
+
+def local_two_process_run(run_dir: Path, dataset: Path, log: Path, port: int, **train: object):
+    """The uninterrupted reference: the same GRPO with two local processes (torch.distributed.run),
+    no SLURM; returns the running process."""
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            "--master_port", str(port), "-m", "vqa_r1", "grpo", "--model", "tiny-qwen2.5-vl",
+            "--dataset", str(dataset), "--output-dir", str(run_dir),
+            *[x for s in settings(**train) for x in ("--set", s)],
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),  # noqa: SIM115 - closed with the process
+        env=job_env(),
+        cwd=REPO,
+    )  # fmt: skip
 
 
 def submit(command: list, env: dict) -> str:
@@ -118,18 +140,7 @@ def jobs(slurm_cluster, synthetic_dir, tmp_path_factory):
     main = root / "main"
     main_id = submit(grpo_command(main, synthetic_dir, "00:01:00"), job_env())
     ref = root / "reference"
-    reference = subprocess.Popen(
-        [
-            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-            "--master_port", "29531", "-m", "vqa_r1", "grpo", "--model", "tiny-qwen2.5-vl",
-            "--dataset", str(synthetic_dir), "--output-dir", str(ref),
-            *[x for s in SETTINGS for x in ("--set", s)],
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(root / "reference.log", "w"),  # noqa: SIM115 - closed with the process
-        env=job_env(),
-        cwd=REPO,
-    )  # fmt: skip
+    reference = local_two_process_run(ref, synthetic_dir, root / "reference.log", 29531)
     info = dict(root=root, main=main, main_id=main_id, ref=ref, reference=reference)
     info.update(synthetic=synthetic_dir, submitted=[main_id])
     yield info
@@ -185,7 +196,7 @@ def test_a_rank_killed_mid_checkpoint_resumes_from_the_previous_complete_one(job
     (stall_dir / "sitecustomize.py").write_text(STALL)
     killed, marker = root / "killed", root / "stalled.pid"
     env = job_env(stall_dir, VQA_R1_TEST_STALL="10", VQA_R1_TEST_STALL_MARKER=str(marker))
-    job_id = submit(grpo_command(killed, jobs["synthetic"], "00:10:00", steps=15), env)
+    job_id = submit(grpo_command(killed, jobs["synthetic"], "00:10:00", max_steps=15), env)
     jobs["submitted"].append(job_id)
     wait_until(marker.exists, 900, lambda: describe(killed, job_id))
     os.kill(int(marker.read_text()), signal.SIGKILL)  # rank 1, inside its save of checkpoint-10
@@ -196,10 +207,67 @@ def test_a_rank_killed_mid_checkpoint_resumes_from_the_previous_complete_one(job
     assert not (checkpoints / "checkpoint-10").exists()  # never renamed into place
     assert not (killed / "final").exists()
 
-    again = submit(grpo_command(killed, jobs["synthetic"], "00:10:00", steps=15), job_env())
+    again = submit(grpo_command(killed, jobs["synthetic"], "00:10:00", max_steps=15), job_env())
     jobs["submitted"].append(again)
     assert final_state(again, timeout_s=600) == "COMPLETED", describe(killed, again)
     text = logs(killed, again, tail=None)
     assert re.search(r"resuming from \S*checkpoint-5\b", text), text[-3000:]
     steps = [r["step"] for r in per_step(killed)]
     assert steps == list(range(1, 16)), steps
+
+
+def test_a_job_preempted_by_a_higher_tier_partition_checkpoints_in_its_grace_time_and_resumes(
+    jobs,
+):
+    """SLURM's own preemption. scripts/local-slurm gives the cluster a partition `urgent` whose
+    jobs preempt those of `debug` (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE,
+    GraceTime=60): the preempted job's tasks get SIGTERM while it is still RUNNING, the ranks
+    checkpoint at the next step boundary and rank 0 requeues. Periodic checkpoints come only every
+    25 steps, so the step resumed from shows the checkpoint was the graceful one."""
+    root, dataset = jobs["root"], jobs["synthetic"]
+    run, steps, every = root / "preempted", 60, 25
+    job_id = submit(
+        grpo_command(run, dataset, "00:10:00", max_steps=steps, save_steps=every), job_env()
+    )
+    jobs["submitted"].append(job_id)
+    metrics = run / "metrics.jsonl"
+    wait_until(
+        lambda: metrics.exists() and len(per_step(run)) >= 5, 600, lambda: describe(run, job_id)
+    )
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", "--partition", "urgent", "--ntasks", "1", "--cpus-per-task", "1"]
+        + ["--time", "00:01:00", "--output", str(root / "urgent.out"), "--wrap", "sleep 5"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert urgent.returncode == 0, urgent.stderr
+    urgent_id = urgent.stdout.strip().split(";")[0]
+    jobs["submitted"].append(urgent_id)
+
+    assert final_state(job_id, timeout_s=600) == "COMPLETED", describe(run, job_id)
+    assert final_state(urgent_id, timeout_s=120) == "COMPLETED", sacct_history(urgent_id)
+    history = [h["State"] for h in sacct_history(job_id)]
+    assert history == ["REQUEUED", "COMPLETED"], history
+    text = logs(run, job_id, tail=None)
+    assert "SIGTERM: preempted; checkpoint at the next step boundary" in text, text[-3000:]
+    resumed = re.findall(r"resuming from \S*checkpoint-(\d+)", text)
+    assert len(resumed) == 2 and resumed[0] == resumed[1], resumed  # both ranks, the same one
+    stopped = int(resumed[0])
+    assert stopped >= 5 and stopped % every != 0, stopped  # the graceful checkpoint
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "COMPLETED" and status["requeues"] == 1, status
+    assert status["resumed_from"].endswith(f"checkpoint-{stopped}"), status
+
+    ref = root / "preempted-reference"
+    reference = local_two_process_run(
+        ref, dataset, root / "preempted-reference.log", 29532, max_steps=steps, save_steps=every
+    )
+    try:
+        code = reference.wait(timeout=600)
+    finally:
+        if reference.poll() is None:
+            reference.kill()
+    assert code == 0, (root / "preempted-reference.log").read_text()[-3000:]
+    assert_same_run(ref, run, steps, COMPARED)
+    print(f"preempted job {job_id}: sacct {history}, checkpoint at step {stopped}, resumed there")

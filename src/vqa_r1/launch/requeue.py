@@ -54,6 +54,14 @@ shared as the warning is. The cluster must be set up for this:
 
 If ``scontrol requeue`` fails during a preemption (the job is already being requeued), rank 0
 exits anyway: SLURM requeues a preempted job itself under PreemptMode=REQUEUE.
+
+What SLURM 22.05 does, as measured on the local cluster (tests/slurm/test_multiprocess_slurm.py):
+when a job of a higher-tier partition needs the CPUs, the tasks of the preempted job's steps (our
+srun tasks; not the batch script itself) get SIGTERM at once, squeue still says RUNNING and its
+end time becomes now + GraceTime; once the grace time is over (at the controller's next check) the
+job is cancelled "due to preemption" (SIGTERM again, state COMPLETING, SIGKILL after KillWait) and
+queued again. Our requeue comes well before that: the job keeps its id, resumes from the
+checkpoint of the step where it stopped and waits for the preempting job to finish.
 """
 
 from __future__ import annotations
