@@ -230,6 +230,11 @@ def test_a_job_preempted_by_a_higher_tier_partition_checkpoints_in_its_grace_tim
         grpo_command(run, dataset, "00:10:00", max_steps=steps, save_steps=every), job_env()
     )
     jobs["submitted"].append(job_id)
+    # the uninterrupted reference trains meanwhile (its steps mostly sleep in the reward)
+    ref, ref_log = root / "preempted-reference", root / "preempted-reference.log"
+    reference = local_two_process_run(
+        ref, dataset, ref_log, 29532, max_steps=steps, save_steps=every
+    )
     metrics = run / "metrics.jsonl"
     wait_until(
         lambda: metrics.exists() and len(per_step(run)) >= 5, 600, lambda: describe(run, job_id)
@@ -259,15 +264,11 @@ def test_a_job_preempted_by_a_higher_tier_partition_checkpoints_in_its_grace_tim
     assert status["state"] == "COMPLETED" and status["requeues"] == 1, status
     assert status["resumed_from"].endswith(f"checkpoint-{stopped}"), status
 
-    ref = root / "preempted-reference"
-    reference = local_two_process_run(
-        ref, dataset, root / "preempted-reference.log", 29532, max_steps=steps, save_steps=every
-    )
     try:
         code = reference.wait(timeout=600)
     finally:
         if reference.poll() is None:
             reference.kill()
-    assert code == 0, (root / "preempted-reference.log").read_text()[-3000:]
+    assert code == 0, ref_log.read_text()[-3000:]
     assert_same_run(ref, run, steps, COMPARED)
     print(f"preempted job {job_id}: sacct {history}, checkpoint at step {stopped}, resumed there")
