@@ -19,6 +19,7 @@ from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
 from vqa_r1.launch.chain import Step
 from vqa_r1.launch.plan import (
+    OFFLINE_SETUP,
     JobOptions,
     check_model_available,
     request_for_config,
@@ -243,6 +244,7 @@ class Builder:
                 f"# vqa-r1 prompt-tune --model {self.model} --mode {mode} ({name})",
                 f"# settings: {to_dict(config)}",
             ],
+            setup=[OFFLINE_SETUP],
             max_requeues=self.job.max_requeues,
             snapshot=self.job.snapshot,
         )

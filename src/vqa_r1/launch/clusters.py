@@ -72,6 +72,14 @@ class ClusterProfile:
     setup: tuple[str, ...] = option(
         (), help="shell lines run before the job (modules, environments)", parse=lambda r: _setup(r)
     )
+    python: str | None = option(
+        None,
+        help="the Python that runs the job on the compute node, e.g. "
+        "$HOME/venvs/vqa-r1/bin/python (shell variables expand in the job). Default: the Python "
+        "that submitted it; a setup line that activates an environment does not change which "
+        "Python runs the job",
+        parse=lambda r: _optional_str(r),
+    )
     sbatch_extra: dict[str, str] = option(
         default_factory=dict,
         help="sbatch options submitit has no name for, e.g. {constraint: a100_80gb}",

@@ -32,13 +32,16 @@ from vqa_r1.launch.distributed import (
 from vqa_r1.launch.monitor import log_path, record_job
 from vqa_r1.launch.submit import LaunchRequest, Resources, submit, wait_local
 from vqa_r1.launch.task import JudgeTask, PretrainTask, task_for
-from vqa_r1.models.loading import cached_hub_path, download_command
+from vqa_r1.models.loading import cached_snapshot, download_command, incomplete_message
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import resolve_adapter
 from vqa_r1.train.pretrain import PretrainConfig
 
 MERGE_TIME = "01:00:00"
+# Jobs never download: compute nodes are often offline, and the model was found complete in the
+# cache at submission (check_model_available); without this a missing file retries for minutes.
+OFFLINE_SETUP = "export HF_HUB_OFFLINE=1  # the job reads the model from the local cache only"
 
 
 @dataclass
@@ -149,7 +152,7 @@ def request_for_config(
         f"vqa-r1-{verb}-{config.model.name}",
         job.dry_run,
         summary=summary,
-        setup=job_setup_lines(config, res.gpus, res.nodes),
+        setup=[OFFLINE_SETUP, *job_setup_lines(config, res.gpus, res.nodes)],
         max_requeues=job.max_requeues,
         snapshot=job.snapshot,
     )
@@ -253,10 +256,15 @@ def check_model_available(config: RunConfig, submitting: bool) -> None:
     """A hub model must be in the cache before a job is queued: compute nodes are often offline."""
 
     spec = get_spec(config.model.name)
-    if spec.tiny or config.model.path or cached_hub_path(spec.hub_id) is not None:
+    if spec.tiny or config.model.path:
+        return
+    path, missing = cached_snapshot(spec.hub_id)
+    if path is not None and not missing:
         return
     message = (
-        f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
+        incomplete_message(spec.hub_id, path, missing)
+        if path is not None
+        else f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
         f"login node: {download_command(spec.hub_id)}"
     )
     if submitting:

@@ -9,13 +9,34 @@ in one step. Rendering it goes through these private names, all in `render` belo
 - `SlurmExecutor._make_submission_file_text(command, uid)`, the script text;
 - the `map_count` parameter, which `map_array` sets when it submits a job array.
 
+`SlurmExecutor` also refuses to be built where `srun` is not on PATH (its public `affinity()`
+probe), although rendering needs no SLURM: `preview_executor` builds one for rendering only, so a
+dry run works on a laptop.
+
 tests/test_sbatch_preview.py fails if one of them changes (gone, renamed, or the script no longer
 carries the #SBATCH lines, the array range, the log paths or the command).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+
+def preview_executor(folder: Path, **kwargs: Any) -> Any:
+    """A SLURM `submitit.AutoExecutor` for `render` only, built also where srun is missing.
+
+    ``kwargs`` are AutoExecutor's constructor arguments (``slurm_python``,
+    ``slurm_max_num_timeout``). Never submit with it: without SLURM, sbatch would fail anyway.
+    """
+    import submitit
+
+    probe = submitit.SlurmExecutor.__dict__["affinity"]
+    submitit.SlurmExecutor.affinity = classmethod(lambda cls: 1)  # "srun is there"
+    try:
+        return submitit.AutoExecutor(folder=str(folder), cluster="slurm", **kwargs)
+    finally:
+        submitit.SlurmExecutor.affinity = probe
 
 
 def render(executor: Any, array_size: int | None = None) -> str:

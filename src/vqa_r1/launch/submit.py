@@ -16,7 +16,8 @@ from typing import Any
 from vqa_r1.clock import run_stamp
 from vqa_r1.errors import UserError
 from vqa_r1.launch.clusters import load_cluster, parse_slurm_time, to_submitit_params
-from vqa_r1.launch.sbatch_preview import render
+from vqa_r1.launch.cuda_check import require_usable_cuda
+from vqa_r1.launch.sbatch_preview import preview_executor, render
 from vqa_r1.launch.task import Task
 
 
@@ -84,6 +85,9 @@ class LaunchRequest:
     # issue 3 (pipelines): per-request submitit parameters, e.g. the afterok dependency
     extra_params: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.task.gpus = self.resources.gpus  # the job checks at start that it can use them
+
 
 def pick_executor(choice: str) -> str:
     if choice not in ("auto", "slurm", "local"):
@@ -125,6 +129,8 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
         tasks_per_node=res.processes_per_node,
     )
     params["name"] = request.job_name
+    if profile.python:  # an argument of the executor, not a job parameter (make_executor)
+        params["slurm_python"] = profile.python
     params["slurm_srun_args"] = ["--cpus-per-task", str(params["cpus_per_task"])]
     if params.get("tasks_per_node", 1) > 1 or res.nodes > 1:
         # a rank that dies (OOM, a node fault, SIGKILL) takes the others with it at once; without
@@ -142,14 +148,23 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
     return params
 
 
-def make_executor(kind: str, folder: Path, params: dict[str, Any] | None = None) -> Any:
+def make_executor(
+    kind: str, folder: Path, params: dict[str, Any] | None = None, preview: bool = False
+) -> Any:
+    """A submitit executor; ``preview``: a SLURM one that only renders its script (dry runs work
+    where SLURM is not installed). ``slurm_python`` (a profile's ``python``) is the interpreter
+    the job runs, a constructor argument of submitit's SLURM executor."""
     import submitit
 
     params = dict(params or {})
-    max_timeouts = params.pop("slurm_max_num_timeout", 1000)
-    executor = submitit.AutoExecutor(
-        folder=str(folder), cluster=kind, slurm_max_num_timeout=max_timeouts
-    )
+    built = {"slurm_max_num_timeout": params.pop("slurm_max_num_timeout", 1000)}
+    if params.get("slurm_python"):
+        built["slurm_python"] = params["slurm_python"]
+    params.pop("slurm_python", None)
+    if preview:
+        executor = preview_executor(folder, **built)
+    else:
+        executor = submitit.AutoExecutor(folder=str(folder), cluster=kind, **built)
     if kind == "slurm":
         executor.update_parameters(**params)
     else:
@@ -169,14 +184,15 @@ def dry_run_text(request: LaunchRequest) -> str:
         request.setup = (
             snapshot_setup(Path(request.task.run_dir) / "code" / "SUBMISSION_TIME") + request.setup
         )
-    return render(
-        make_executor("slurm", Path(request.task.run_dir) / "jobs", slurm_parameters(request))
-    )
+    folder = Path(request.task.run_dir) / "jobs"
+    return render(make_executor("slurm", folder, slurm_parameters(request), preview=True))
 
 
 def submit(request: LaunchRequest, log_dir: Path) -> Any:
     kind = pick_executor(request.executor)
     request.task.max_requeues = request.max_requeues
+    if kind == "local" and request.task.uses_cuda:
+        require_usable_cuda(request.resources.gpus)  # the job would run here: say so now
     if kind == "slurm" and request.snapshot:
         request.setup = snapshot_setup(snapshot_code(Path(request.task.run_dir))) + request.setup
     params = slurm_parameters(request) if kind == "slurm" else {}

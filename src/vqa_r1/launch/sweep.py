@@ -197,7 +197,7 @@ def array_script_text(plan: SweepPlan) -> str:
         request.setup = snapshot_setup(plan.root / "code" / "SUBMISSION_TIME") + request.setup
     params = slurm_parameters(request)
     params["slurm_array_parallelism"] = plan.parallelism or len(plan.elements)
-    executor = make_executor("slurm", plan.root / "jobs", params)
+    executor = make_executor("slurm", plan.root / "jobs", params, preview=True)
     return render(executor, array_size=len(plan.elements))
 
 

@@ -23,6 +23,7 @@ from vqa_r1 import ranks
 from vqa_r1.config import RunConfig, read_config
 from vqa_r1.eval.evaluate import evaluate
 from vqa_r1.judge.job import JudgeJobConfig, run_job
+from vqa_r1.launch.cuda_check import require_usable_cuda
 from vqa_r1.launch.distributed import export_torch_distributed
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.run_dir import RunDir
@@ -39,13 +40,18 @@ class Task:
     run_dir: str
     max_requeues: int | None = None  # set by the submitter; None: no limit
     signal_delay_s: float | None = None  # the cluster's warning time; None: no graceful requeue
+    gpus: int = 0  # GPUs per node the job asked for (set from its request, launch/submit.py)
 
     verb = "task"
+    uses_cuda = True  # False: the job's GPUs serve another program (a judge's vLLM server)
 
     def __call__(self) -> dict:
         setup_logging()
         export_torch_distributed()
         log.info("task %s in %s (restart count %s)", self.verb, self.run_dir, restart_count())
+        if self.uses_cuda:
+            # a GPU job never trains or evaluates on the CPU: fail now, with the fix
+            require_usable_cuda(self.gpus)
         return self.run()
 
     def run(self) -> dict:
@@ -142,6 +148,7 @@ class JudgeTask(Task):
     config: JudgeJobConfig | None = None  # no secrets: the key is read from the environment
 
     verb = "judge"
+    uses_cuda = False  # a judge's GPU runs its vLLM server; the client needs none
 
     def run(self) -> dict:
 
@@ -176,6 +183,7 @@ class TablesTask(Task):
     experiment folder), so the report lands with the last job of the chain."""
 
     verb = "tables"
+    uses_cuda = False
 
     def run(self) -> dict:
         from vqa_r1.report.experiment import build_report

@@ -47,12 +47,66 @@ def download_command(hub_id: str) -> str:
 
 
 def cached_hub_path(hub_id: str) -> Path | None:
+    """The model's complete snapshot in the local cache, or None (absent or incomplete)."""
+    path, missing = cached_snapshot(hub_id)
+    return path if path is not None and not missing else None
+
+
+def cached_snapshot(hub_id: str) -> tuple[Path | None, list[str]]:
+    """The model's snapshot folder in the local cache (None: none) and the files it lacks.
+
+    An interrupted ``hf download`` leaves a snapshot holding config.json and some of the shards:
+    the hub's own lookup accepts it, and the job would fail on the compute node, offline."""
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(hub_id, local_files_only=True))
+        path = Path(snapshot_download(hub_id, local_files_only=True))
     except Exception:
-        return None
+        return None, []
+    return path, missing_model_files(path)
+
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def missing_model_files(path: Path) -> list[str]:
+    """What a saved vision-language model folder lacks to be loaded offline (empty: complete):
+    config.json, the weights (a single file, or an index and every shard it names), the tokenizer
+    and the image processor."""
+    missing = [
+        name for name in ("config.json", "tokenizer_config.json") if not (path / name).exists()
+    ]
+    missing += _missing_weights(path)
+    for group in (TOKENIZER_FILES, PROCESSOR_FILES):
+        if not any((path / name).exists() for name in group):
+            missing.append(" or ".join(group))
+    return missing
+
+
+def _missing_weights(path: Path) -> list[str]:
+    import json
+
+    for single in WEIGHT_FILES:
+        index = path / f"{single}.index.json"
+        if index.exists():
+            try:
+                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, AttributeError):
+                return [f"{index.name} (unreadable)"]
+            return [shard for shard in shards if not (path / shard).exists()]
+        if (path / single).exists():
+            return []
+    return [f"the weights ({' or '.join(WEIGHT_FILES)}, or an index with its shards)"]
+
+
+def incomplete_message(hub_id: str, path: Path, missing: list[str]) -> str:
+    return (
+        f"{hub_id} in the local Hugging Face cache ({path}) is incomplete, an interrupted "
+        f"download? Missing: {', '.join(missing)}. Finish it on a login node: "
+        f"{download_command(hub_id)}"
+    )
 
 
 PRETRAINED_DIR = Path(__file__).parent / "pretrained"
@@ -90,14 +144,16 @@ def resolve_model_path(
         return shipped_model_dir(spec.name)
     if spec.tiny:
         return tiny_model_dir(spec.family, tiny_seed, tiny_size)
-    cached = cached_hub_path(spec.hub_id)
-    if cached is not None:
+    cached, missing = cached_snapshot(spec.hub_id)
+    if cached is not None and not missing:
         return cached
     hint = (
         f"model {spec.name!r} ({spec.hub_id}) is not in the local Hugging Face cache "
         f"(HF_HOME={os.environ.get('HF_HOME', '~/.cache/huggingface')}). Download it on a login node "
         f"with: {download_command(spec.hub_id)}"
     )
+    if cached is not None:
+        hint = incomplete_message(spec.hub_id, cached, missing)
     if not download or not _hub_reachable():
         raise UserError(hint)
     from huggingface_hub import snapshot_download
