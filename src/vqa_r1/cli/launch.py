@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from vqa_r1.cli import doctor as doctor_cli
 from vqa_r1.cli import pretrain as pretrain_cli
 from vqa_r1.cli.common import (
     add_dataset_argument,
@@ -35,6 +36,7 @@ from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS, run_pipeline
 from vqa_r1.launch.plan import (
     JobOptions,
     RunSpec,
+    doctor_request,
     failure_reason,
     judge_request,
     merge_request,
@@ -69,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pretrain_cli.add_arguments(p)
+    add_job_arguments(p)
+    p = sub.add_parser(
+        "doctor",
+        help="run `vqa-r1 doctor`'s checks as a short job on a compute node",
+        description="The checks of `vqa-r1 doctor` as a job with the cluster profile's GPUs "
+        "(--gpus to change): CUDA, driver and GPU architecture, bf16, GPU memory, versions, "
+        "the model cache, the offline flags, the SLURM settings requeueing relies on, NCCL on "
+        "several nodes, free disk. Waits for the job, prints its report and exits 1 on any FAIL.",
+    )
+    doctor_cli.add_doctor_arguments(p)
+    add_output_dir_argument(p, "job folder (doctor.txt, logs)", "runs/doctor-<time>")
     add_job_arguments(p)
     add_chain_and_monitor_verbs(sub)
     return parser
@@ -225,6 +238,9 @@ def build_request(args: argparse.Namespace, job: JobOptions) -> tuple:
         jconfig = config_from_args(args)
         request, out = judge_request(jconfig, args.output_dir, server_setup_lines(jconfig), job)
         return request, out, None
+    if args.verb == "doctor":
+        request, out = doctor_request(args.models, args.output_dir, job)
+        return request, out, None
     if args.verb == "pretrain":
         cfg = config_from_overrides(args.family, args.overrides)
         request, out = pretrain_request(cfg, Path(args.out).resolve(), args.stop_after, job)
@@ -269,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         launched = submit(request, run_dir / "jobs")
         record = m.record_job(run_dir, str(launched.job_id), kind, run_dir / "jobs", command)
         print(f"submitted {args.verb} as {kind} job {launched.job_id}; run directory {run_dir}")
+        if args.verb == "doctor" and not job.no_wait:
+            return doctor_result(launched, m.log_path(record, stderr=True))
         if kind == "local" and not job.no_wait:
             try:
                 result = wait_local(launched)
@@ -283,6 +301,18 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def doctor_result(launched, log: Path) -> int:
+    """Wait for the doctor job (a minute once it starts), print its report, return its status."""
+    print("waiting for the doctor job (Ctrl-C leaves it running; its report: doctor.txt)")
+    try:
+        result = launched.result()
+    except Exception as err:
+        print(f"error: doctor failed: {failure_reason(err)}; log: {log}", file=sys.stderr)
+        return 1
+    print(result["report"])
+    return int(result["exit_code"])
 
 
 def monitor(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ requests with ``request_for_config``, and all local runs go through ``run_locall
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from vqa_r1.config import RunConfig, save_config
 from vqa_r1.data.datasets import load_split
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import JudgeJobConfig
+from vqa_r1.launch.clusters import format_slurm_time, load_cluster
 from vqa_r1.launch.distributed import (
     check_grpo_batch,
     check_vllm,
@@ -30,8 +32,8 @@ from vqa_r1.launch.distributed import (
     processes_per_node,
 )
 from vqa_r1.launch.monitor import log_path, record_job
-from vqa_r1.launch.submit import LaunchRequest, Resources, submit, wait_local
-from vqa_r1.launch.task import JudgeTask, PretrainTask, task_for
+from vqa_r1.launch.submit import LaunchRequest, Resources, default_cluster, submit, wait_local
+from vqa_r1.launch.task import DoctorTask, JudgeTask, PretrainTask, task_for
 from vqa_r1.models.loading import cached_snapshot, download_command, incomplete_message
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
@@ -39,6 +41,7 @@ from vqa_r1.run_dir import resolve_adapter
 from vqa_r1.train.pretrain import PretrainConfig
 
 MERGE_TIME = "01:00:00"
+DOCTOR_MINUTES = 10  # the checks take about a minute; the limit must outlast the warning signal
 # Jobs never download: compute nodes are often offline, and the model was found complete in the
 # cache at submission (check_model_available); without this a missing file retries for minutes.
 OFFLINE_SETUP = "export HF_HUB_OFFLINE=1  # the job reads the model from the local cache only"
@@ -224,6 +227,42 @@ def judge_request(
         job.dry_run,
         setup=setup,
         max_requeues=job.max_requeues,
+        snapshot=job.snapshot,
+    )
+    return request, out
+
+
+def doctor_request(
+    models: list[str], output_dir: str | None, job: JobOptions
+) -> tuple[LaunchRequest, Path]:
+    """doctor: one process per node with one GPU (none where the profile has none; or --gpus),
+    a short time limit."""
+    _one_process(job, "doctor")
+    for name in models:
+        get_spec(name)  # a typo is an error here, not a FAIL line after the queue wait
+    profile = load_cluster(job.cluster or default_cluster())
+    # one GPU shows the driver, the architecture and the memory (a node's GPUs are alike)
+    gpus = job.gpus if job.gpus is not None else min(1, profile.gpus_per_node)
+    minutes = max(DOCTOR_MINUTES, math.ceil(profile.signal_delay_s / 60) + 1)
+    res = Resources(
+        gpus=gpus,
+        nodes=job.nodes or 1,
+        time=job.time or format_slurm_time(minutes),
+        tasks_per_node=1,
+    )
+    out = default_dir("doctor", output_dir)
+    task = DoctorTask(str(out), models=tuple(models), cluster=str(profile.source))
+    flags = "".join(f" --model {name}" for name in models)
+    request = LaunchRequest(
+        task,
+        res,
+        job.executor,
+        job.cluster,
+        "vqa-r1-doctor",
+        job.dry_run,
+        summary=[f"# vqa-r1 doctor{flags} --gpus {gpus} (cluster {profile.name})"],
+        setup=[OFFLINE_SETUP],
+        max_requeues=0,
         snapshot=job.snapshot,
     )
     return request, out

@@ -207,3 +207,32 @@ class PromptTuneTask(Task):
         if self.base:
             return run_base(self.config, self.run_dir, progress=False)
         return run_prompt_tuning(self.config, self.run_dir, progress=False)
+
+
+@dataclass
+class DoctorTask(Task):
+    """`slurm/launch.py doctor`: launch/doctor.py's checks on a compute node, with the job's GPUs.
+
+    Writes the report to ``doctor.txt`` in its folder (``doctor-node<i>.txt`` on further nodes)
+    and returns it with the exit status; never requeued."""
+
+    models: tuple[str, ...] = ()
+    cluster: str | None = None  # the profile's file: its SLURM settings and Python are checked
+
+    verb = "doctor"
+    uses_cuda = False  # an unusable GPU is one of its FAIL lines, not a reason to stop
+
+    def run(self) -> dict:
+        from vqa_r1.launch.doctor import DoctorOptions, report, run_checks
+
+        options = DoctorOptions(list(self.models), self.gpus, self.cluster, self.run_dir)
+        text, status = report(run_checks(options))
+        node = int(os.environ.get("SLURM_NODEID", "0") or 0)
+        folder = Path(self.run_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ("doctor.txt" if node == 0 else f"doctor-node{node}.txt")).write_text(text + "\n")
+        print(text, flush=True)
+        return {"exit_code": status, "report": text}
+
+    def checkpoint(self, *args, **kwargs):
+        return None  # a minute of checks: nothing to resume

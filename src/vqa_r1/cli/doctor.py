@@ -1,0 +1,51 @@
+"""`vqa-r1 doctor`: check this machine, the model cache and the cluster before a long job.
+
+The checks live in launch/doctor.py; `slurm/launch.py doctor --cluster NAME` runs the same checks
+as a short job on a compute node, with the GPUs it was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
+    add_doctor_arguments(parser)
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="GPUs this machine must be able to use: a usable GPU is then required (a FAIL "
+        "otherwise); 0 (default): a missing GPU is a warning",
+    )
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        help="cluster profile (slurm/clusters): check its partition's SLURM settings and the "
+        "Python its jobs run",
+    )
+    parser.add_argument(
+        "--run-dir", default=".", help="where runs will write: its free disk (default: here)"
+    )
+
+
+def add_doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `vqa-r1 doctor` and `slurm/launch.py doctor` share."""
+    parser.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="check that this model is complete in the cache, and its size against the GPU and "
+        "the disk (repeatable; `vqa-r1 models`)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from vqa_r1.launch.doctor import DoctorOptions, report, run_checks
+
+    options = DoctorOptions(args.models, args.gpus, args.cluster, args.run_dir)
+    text, status = report(run_checks(options))
+    print(text)
+    return status
