@@ -9,6 +9,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from vqa_r1.launch import doctor
 from vqa_r1.launch.clusters import load_cluster
 from vqa_r1.launch.cuda_check import Gpu, SmiReport, TorchCuda
@@ -249,3 +251,31 @@ def test_a_profile_that_activates_an_environment_without_naming_its_python(tmp_p
     check = doctor.interpreter_check(str(profile))
     assert check.status == WARN and "python:" in check.fix
     assert doctor.interpreter_check("study-12h").status == OK
+
+
+@pytest.mark.slow
+def test_a_wheel_ships_the_tested_versions(tmp_path):
+    """A non-editable install has no checkout: the wheel carries constraints.txt (setup.py)."""
+    import shutil
+    import zipfile
+
+    source = tmp_path / "source"
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "constraints.txt"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path / "wheel"), "-q"],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    shipped = site / "vqa_r1" / "constraints.txt"
+    assert shipped.read_text() == (REPO / "constraints.txt").read_text()
+    out = subprocess.run(
+        [sys.executable, "-c", "from vqa_r1.launch.doctor import constraints_file as f; print(f())"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.strip() == str(shipped), out.stderr
