@@ -248,3 +248,10 @@ def test_submission_refuses_a_snapshot_with_only_config_json(tmp_path):
         "incomplete" in out.stderr and "the weights" in out.stderr and "hf download" in out.stderr
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_the_readme_quotes_the_message_a_job_gives():
+    smi = SmiReport("535.104.05", [Gpu("NVIDIA A100", (8, 0), 80.0)])
+    message = cuda_problem(cu130(False), smi)
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"`{message}`" in readme
