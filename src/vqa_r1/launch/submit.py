@@ -174,8 +174,9 @@ def make_executor(
 
 def dry_run_text(request: LaunchRequest) -> str:
     """The exact sbatch script submitit would submit (or the local command), without submitting."""
-    kind = pick_executor(request.executor) if request.executor != "auto" else "slurm"
-    if kind == "local":
+    if request.executor not in ("auto", "slurm", "local"):
+        pick_executor(request.executor)  # the error naming the choices
+    if request.executor == "local":  # auto and slurm show the SLURM script, with or without SLURM
         return (
             f"# local executor: runs in a subprocess of this machine\n"
             f"# task: {request.task}\n" + "\n".join(request.summary)

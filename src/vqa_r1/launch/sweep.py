@@ -202,10 +202,7 @@ def array_script_text(plan: SweepPlan) -> str:
 
 
 def dry_run(plan: SweepPlan) -> str:
-    if (
-        plan.elements[0].request.executor != "auto"
-        and pick_executor(plan.elements[0].request.executor) == "local"
-    ):
+    if plan.elements[0].request.executor == "local":
         body = "\n".join(dry_run_text(e.request) for e in plan.elements)
         return "# local executor: the elements run one after another\n" + body
     return array_script_text(plan)  # the element differences are in its setup comments
