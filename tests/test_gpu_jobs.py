@@ -139,6 +139,16 @@ def test_a_gpu_job_fails_before_training_on_the_cpu(tmp_path):
     assert not JudgeTask.uses_cuda  # a judge's GPU serves its vLLM server, not the client
 
 
+def test_each_job_knows_the_gpus_it_asked_for(tmp_path):
+    from vqa_r1.launch.plan import JobOptions, RunSpec, run_request
+
+    spec = RunSpec("grpo", "qwen2.5-vl-3b", output_dir=str(tmp_path / "run"))
+    request, _, _ = run_request(spec, JobOptions(gpus=2, dry_run=True))
+    assert request.task.gpus == 2 and request.task.uses_cuda
+    request, _, _ = run_request(spec, JobOptions(gpus=0, dry_run=True))
+    assert request.task.gpus == 0
+
+
 def test_launch_grpo_with_a_gpu_on_this_machine_fails_in_seconds(tmp_path):
     """Acceptance: `slurm/launch.py grpo --model tiny-qwen2.5-vl --gpus 1 --executor local`."""
     import torch
