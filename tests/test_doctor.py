@@ -83,6 +83,7 @@ def test_launch_doctor_runs_the_checks_as_a_job(tmp_path):
     lines = check_lines(out.stdout)
     assert lines and out.returncode == (1 if any(x.startswith("FAIL") for x in lines) else 0)
     assert (tmp_path / "doc" / "doctor.txt").read_text().splitlines()[0] == lines[0]
+    assert any(line.startswith("OK    transformers") for line in lines), out.stdout
     dry = subprocess.run(
         [sys.executable, "slurm/launch.py", "doctor", "--cluster", "study-12h", "--dry-run"],
         capture_output=True, text=True, cwd=REPO, timeout=300,
@@ -279,3 +280,16 @@ def test_a_wheel_ships_the_tested_versions(tmp_path):
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=120,
     )  # fmt: skip
     assert out.stdout.strip() == str(shipped), out.stderr
+
+
+def test_the_doctor_job_checks_the_tested_set_found_at_submission(tmp_path):
+    """The job imports a code snapshot (the package only): it gets the login node's file."""
+    from vqa_r1.launch.plan import JobOptions, doctor_request
+    from vqa_r1.launch.task import DoctorTask
+
+    request, _ = doctor_request([], str(tmp_path / "doc"), JobOptions(dry_run=True))
+    assert request.task.constraints == str(REPO / "constraints.txt")
+    moved = tmp_path / "constraints.txt"
+    moved.write_text("transformers==0.0.1\n")
+    result = DoctorTask(str(tmp_path / "doc"), constraints=str(moved))()
+    assert "WARN  transformers" in result["report"] and "0.0.1 tested" in result["report"]

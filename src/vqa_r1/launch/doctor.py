@@ -48,6 +48,9 @@ class DoctorOptions:
     gpus: int = 0  # GPUs this process should be able to use (a GPU job: its GPUs per node)
     cluster: str | None = None  # a profile: its partition's SLURM settings and the job's Python
     run_dir: str = "."  # where runs write: free disk
+    # the tested set; None: constraints_file(). A job passes the login node's (its code snapshot
+    # holds the package only)
+    constraints: str | None = None
 
 
 def run_checks(options: DoctorOptions) -> list[Check]:
@@ -55,7 +58,8 @@ def run_checks(options: DoctorOptions) -> list[Check]:
     smi = cuda_check.nvidia_smi()
     checks = [interpreter_check(options.cluster), *cuda_checks(facts, smi, options.gpus)]
     checks += memory_checks(facts, options.models)
-    checks += version_checks()
+    pins = tested_versions(Path(options.constraints)) if options.constraints else None
+    checks += version_checks(pins)
     checks.append(flash_attn_check())
     checks += [model_check(name) for name in options.models]
     checks.append(offline_check())
@@ -178,8 +182,7 @@ def tested_versions(path: Path | None = None) -> dict[str, str]:
 
 
 def version_checks(pins: dict[str, str] | None = None) -> list[Check]:
-    source = constraints_file()
-    pins = tested_versions(source) if pins is None else pins
+    pins = tested_versions() if pins is None else pins
     if not pins:
         return [
             Check(

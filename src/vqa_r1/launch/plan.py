@@ -31,6 +31,7 @@ from vqa_r1.launch.distributed import (
     job_setup_lines,
     processes_per_node,
 )
+from vqa_r1.launch.doctor import constraints_file
 from vqa_r1.launch.monitor import log_path, record_job
 from vqa_r1.launch.submit import LaunchRequest, Resources, default_cluster, submit, wait_local
 from vqa_r1.launch.task import DoctorTask, JudgeTask, PretrainTask, task_for
@@ -251,7 +252,13 @@ def doctor_request(
         tasks_per_node=1,
     )
     out = default_dir("doctor", output_dir)
-    task = DoctorTask(str(out), models=tuple(models), cluster=str(profile.source))
+    tested = constraints_file()
+    task = DoctorTask(
+        str(out),
+        models=tuple(models),
+        cluster=str(profile.source),
+        constraints=str(tested) if tested else None,
+    )
     flags = "".join(f" --model {name}" for name in models)
     request = LaunchRequest(
         task,

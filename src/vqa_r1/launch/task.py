@@ -218,6 +218,7 @@ class DoctorTask(Task):
 
     models: tuple[str, ...] = ()
     cluster: str | None = None  # the profile's file: its SLURM settings and Python are checked
+    constraints: str | None = None  # the tested set, as found on the login node
 
     verb = "doctor"
     uses_cuda = False  # an unusable GPU is one of its FAIL lines, not a reason to stop
@@ -225,7 +226,9 @@ class DoctorTask(Task):
     def run(self) -> dict:
         from vqa_r1.launch.doctor import DoctorOptions, report, run_checks
 
-        options = DoctorOptions(list(self.models), self.gpus, self.cluster, self.run_dir)
+        options = DoctorOptions(
+            list(self.models), self.gpus, self.cluster, self.run_dir, self.constraints
+        )
         text, status = report(run_checks(options))
         node = int(os.environ.get("SLURM_NODEID", "0") or 0)
         folder = Path(self.run_dir)
