@@ -4,11 +4,11 @@ cached atomically, and fed to trainer_rows and the choice scorer."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
 from PIL import Image
+from release_folders import sbatch_preview  # noqa: F401 (a fixture)
 
 from vqa_r1.data import formats
 from vqa_r1.data.datasets import load_split, trainer_rows
@@ -119,10 +119,73 @@ def test_a_killed_conversion_leaves_no_cache(vsr_release, monkeypatch):
     assert len(load_split(vsr_release, "train")) == 3
 
 
-def test_missing_images_still_fail_for_a_release(vsr_release):
-    (vsr_release / "images" / "000000050403.jpg").unlink()
-    with pytest.raises(UserError, match="1 of 2 images"):
+def test_missing_images_leave_no_cache_and_are_found_once_in_place(vsr_release):
+    """A release converted before its images arrive: no cache is kept, the message counts
+    distinct images (7 rows name 2 pictures) and says where VSR's images come from."""
+    image = vsr_release / "images" / "000000050403.jpg"
+    image.unlink()
+    with pytest.raises(UserError, match=r"1 of 2 distinct images \(7 rows\)") as err:
         load_split(vsr_release, "validation")
+    assert "COCO" in str(err.value) and str(vsr_release / "images") in str(err.value)
+    assert not list((vsr_release / formats.CACHE_DIR).glob("*/hf"))
+    draw(image)  # put in place as VSR's README says: found without deleting anything by hand
+    assert Path(load_split(vsr_release, "validation")[0]["image_path"]) == image
+
+
+def test_images_moved_after_conversion_are_resolved_again(vsr_release):
+    random = vsr_release / "splits" / "random"
+    before = load_split(random, "train")[0]["image_path"]
+    assert before.startswith(str(vsr_release / "images"))
+    (vsr_release / "images").rename(random / "images")  # a place looked in first
+    after = load_split(random, "train")[0]["image_path"]
+    assert after.startswith(str(random / "images")) and Path(after).is_file()
+
+
+@pytest.mark.parametrize("handed", ["", "data", "data/splits"])
+def test_vsr_repository_root_says_which_split_it_read(vsr_release, handed, capsys):
+    root = vsr_release.parent  # the repository: data/splits/{random,zeroshot}
+    ds = load_split(root / handed, "test")
+    assert len(ds) == 2 and Path(ds[0]["image_path"]).is_file()
+    err = capsys.readouterr().err
+    assert "using the random split" in err
+    assert f"pass {vsr_release / 'splits' / 'zeroshot'} instead" in err
+
+
+@pytest.mark.parametrize(
+    ("bad", "shown"), [(2, "2 (1 rows)"), ("yes", "'yes' (1 rows)"), ("True", "'True' (1 rows)")]
+)
+def test_vsr_labels_other_than_0_1_are_an_error_naming_them(vsr_release, bad, shown):
+    path = vsr_release / "splits" / "random" / "train.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["label"] = bad
+    write_jsonl(path, rows)
+    with pytest.raises(UserError, match="column 'label'") as err:
+        load_split(vsr_release, "train")
+    assert str(path) in str(err.value) and shown in str(err.value)
+    assert "Accepted: 0/1 integers or booleans" in str(err.value)
+
+
+def test_saved_dataset_labels_are_checked_at_load(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    draw(tmp_path / "img.png")
+    row = {"image_path": str(tmp_path / "img.png"), "caption": "a", "relation": "on"}
+    ok = Dataset.from_list([{**row, "label": True}, {**row, "label": False}])
+    DatasetDict({"train": ok}).save_to_disk(str(tmp_path / "bools"))
+    assert load_split(tmp_path / "bools", "train")["label"] == [True, False]
+    two = Dataset.from_list([{**row, "label": 0}, {**row, "label": 2}, {**row, "label": 2}])
+    DatasetDict({"train": two}).save_to_disk(str(tmp_path / "two"))
+    with pytest.raises(UserError, match=r"column 'label' .*: 2 \(2 rows\)"):
+        load_split(tmp_path / "two", "train")
+
+
+def test_a_huge_image_is_reported_as_too_large_not_missing(vsr_release, monkeypatch):
+    from PIL import Image as PILImage
+
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 100)  # 32x24 is beyond twice this
+    with pytest.raises(UserError, match="larger than PIL's limit of 100 pixels") as err:
+        load_split(vsr_release, "train")
+    assert "missing" not in str(err.value)
 
 
 # ----------------------------------------------------------------------------- Rel3D
@@ -166,6 +229,38 @@ def test_rel3d_split_file_becomes_claims(tmp_path):
     assert row["image_path"] == str(root / "data" / "20200223" / "a.png")
     val = load_split(root, "validation")
     assert (val[0]["caption"], val[0]["label"]) == ("chair in front of sofa?", 0)
+
+
+def test_rel3d_without_renders_names_data_raw_not_coco(tmp_path):
+    from release_folders import rel3d_release
+
+    root = rel3d_release(tmp_path / "Rel3D", n_per_relation=4, images=False)
+    with pytest.raises(UserError, match=r"5 of 5 distinct images \(56 rows\)") as err:
+        load_split(root, "train")
+    assert "download.sh data_raw" in str(err.value) and "COCO" not in str(err.value)
+    assert not list((root / formats.CACHE_DIR).glob("*/hf"))
+    rel3d_release(root, n_per_relation=4)  # the renders arrive
+    assert len(load_split(root, "train")) == 16
+
+
+def test_spatialsense_missing_images_name_its_archive(tmp_path):
+    from release_folders import spatialsense_release
+
+    root = spatialsense_release(tmp_path / "SpatialSense", n_per_relation=2, images=False)
+    with pytest.raises(UserError, match="images.tar.gz") as err:
+        load_split(root, "train")
+    assert "COCO" not in str(err.value)
+
+
+def test_spatialsense_string_labels_are_an_error(tmp_path):
+    from release_folders import spatialsense_release
+
+    root = spatialsense_release(tmp_path / "SpatialSense", n_per_relation=2)
+    data = json.loads((root / "annotations.json").read_text())
+    data[0]["annotations"][0]["label"] = "False"  # bool("False") would read as True
+    (root / "annotations.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"column 'label' .*'False' \(1 rows\)"):
+        load_split(root, "train")
 
 
 # ----------------------------------------------------------------------------- SpatialSense
@@ -267,10 +362,9 @@ def dvqa_release(tmp_path):
     return root
 
 
-def test_drivingvqa_rows_and_dropped_counts(dvqa_release, caplog):
-    with caplog.at_level(logging.INFO):
-        ds = load_split(dvqa_release, "train", max_pixels=4000)
-    assert len(ds) == 2  # 1 and 5; 2 has two questions, 3 and 4 are above 4000 pixels
+def test_drivingvqa_rows_and_dropped_counts(dvqa_release, capsys):
+    ds = load_split(dvqa_release, "train", max_pixels=4000)
+    assert len(ds) == 3  # 1, 2 (two questions, kept as the authors keep them) and 5
     row = ds[0]
     assert row["problem"].startswith("Unless stated otherwise, you are driving a car in France.\n")
     assert "Can I overtake the truck?\n(A) Yes\n(B) No\n(C) Only after the sign" in row["problem"]
@@ -284,19 +378,53 @@ def test_drivingvqa_rows_and_dropped_counts(dvqa_release, caplog):
     assert row["gt_box_labels"] == ["stop sign", "truck"]
     assert (row["answer_type"], row["relation"]) == ("choice", "drivingvqa")
     assert (
-        ds[1]["reasoning"]
+        ds[2]["reasoning"]
         == "Relevant: [10, 20, 40, 60] stop sign; [1, 2, 4.5, 6] truck. Plain reasoning."
     )
+    # two questions: one prompt, A and B under the first, the rest under the second, one letter set
+    two = ds[1]
+    assert "Q1?\n(A) a\n(B) b\nQ2?\n(C) c\n(D) d\n" in two["problem"]
+    assert two["solution"] == "<answer> B, C </answer>"
 
     [cache] = [p for p in (dvqa_release / formats.CACHE_DIR).iterdir() if (p / "hf").exists()]
     report = json.loads((cache / formats.REPORT).read_text())
-    assert report["dropped"]["train"] == {"multiple_questions": 1, "too_many_pixels": 2}
-    assert report["kept"] == {"train": 2, "test": 1} and report["max_pixels"] == 4000
-    assert "too_many_pixels" in caplog.text
+    assert report["dropped"]["train"]["too_many_pixels"] == 2
+    assert report["dropped"]["train"]["multiple_questions"] == 0
+    assert report["kept"] == {"train": 3, "test": 1} and report["max_pixels"] == 4000
+    assert report["two_questions_kept"]["train"] == 1
+    err = capsys.readouterr().err  # every drop printed, not only written to the report
+    assert "dropped train item 3 (2.jpg): 12000000 pixels > data.drivingvqa_max_pixels=4000" in err
+    assert "dropped train item 4 (big.jpg): 4200 pixels" in err
 
     default = load_split(dvqa_release, "train")  # 1280*1280: only item 3 is too large
-    assert len(default) == 3
+    assert len(default) == 4
     assert len(list((dvqa_release / formats.CACHE_DIR).glob("drivingvqa-*"))) == 2
+
+
+@pytest.mark.usefixtures("sbatch_preview")
+def test_drivingvqa_settings_through_the_launcher(dvqa_release, tmp_path, capsys):
+    from vqa_r1.cli.launch import main as launch_main
+
+    argv = [
+        "evaluate", "--model", "tiny-qwen2.5-vl", "--dataset", str(dvqa_release), "--dry-run",
+        "--output-dir", str(tmp_path / "ev"), "--set", "eval.split=train",
+        "--set", "data.drivingvqa_multiple_questions=drop",
+        "--set", "data.drivingvqa_max_pixels=5000",
+    ]  # fmt: skip
+    assert launch_main(argv) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "dropped train item 2 (2.jpg): two questions" in err
+    assert "item 4" not in err  # 4200 pixels: under 5000
+    [report] = [
+        json.loads(p.read_text())
+        for p in (dvqa_release / formats.CACHE_DIR).glob("*/" + formats.REPORT)
+    ]
+    assert report["max_pixels"] == 5000 and report["multiple_questions"] == "drop"
+    assert report["dropped"]["train"] == {
+        "multiple_questions": 1,
+        "too_many_pixels": 1,
+        "unreadable_questions": 0,
+    }
 
 
 def test_drivingvqa_trainer_rows(dvqa_release):
@@ -450,14 +578,14 @@ def test_evaluate_scores_a_choice_dataset(dvqa_release, tmp_path, monkeypatch):
     scores = ev.evaluate(config, tmp_path / "out", loaded=loaded, progress=False)
     ds = load_split(dvqa_release, "train")
     assert asked == list(ds["problem"])
-    assert scores["n"] == 3 and scores["correct"] == 2  # item 5's answer is A
-    assert scores["per_relation"]["drivingvqa"]["n"] == 3
+    assert scores["n"] == 4 and scores["correct"] == 3  # item 5's answer is A (2: two questions)
+    assert scores["per_relation"]["drivingvqa"]["n"] == 4
     saved = json.loads((tmp_path / "out" / "scores.json").read_text())
-    assert saved["accuracy"] == pytest.approx(2 / 3)
+    assert saved["accuracy"] == pytest.approx(3 / 4)
     lines = [
         json.loads(x) for x in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
     ]
     assert lines[0]["label"] == "B, C" and lines[0]["choices"] == "B,C"
     responses = json.loads((tmp_path / "out" / "generated_responses.json").read_text())
     assert responses[0]["answer_type"] == "choice"
-    assert score_responses(responses)["correct"] == 2  # `vqa-r1 score` rescores them alike
+    assert score_responses(responses)["correct"] == 3  # `vqa-r1 score` rescores them alike

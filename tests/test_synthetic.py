@@ -2,6 +2,8 @@ import random
 import time
 from collections import Counter
 
+import pytest
+
 from vqa_r1.data.datasets import load_split
 from vqa_r1.data.synthetic import (
     COLORS,
@@ -188,7 +190,6 @@ def test_shifted_objects_keep_their_colour_names_and_centres():
 
 
 def test_shift_strength_bounds():
-    import pytest
 
     with pytest.raises(ValueError, match="strength"):
         DomainShift(strength=1.5)
@@ -208,3 +209,33 @@ def test_generate_cli_domain_flag(tmp_path):
     info = json.loads((tmp_path / "shifted" / "dataset_info.json").read_text())
     assert info["scene"]["shift"]["strength"] == 0.4 and info["scene"]["shift"]["seed"] == 2
     assert "shift" not in json.loads((tmp_path / "sim" / "dataset_info.json").read_text())["scene"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--train", "-3"], "--train -3: a count of scenes is 0 or more"),
+        (["--test", "-1"], "--test -1: a count of scenes is 0 or more"),
+        (["--min-objects", "5", "--max-objects", "3"], "--min-objects 5 is above --max-objects 3"),
+        (["--min-objects", "0"], "--min-objects 0: a scene has at least 1 object"),
+    ],
+)
+def test_generate_refuses_degenerate_settings_before_writing(tmp_path, capsys, flags, message):
+    from vqa_r1.cli import main
+
+    out = tmp_path / "never"
+    assert main(["data", "generate", "--out", str(out), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_config_refuses_negative_counts_and_min_above_max_objects():
+    from vqa_r1.errors import UserError
+    from vqa_r1.recipes import load_config
+
+    with pytest.raises(UserError, match="data.synthetic_train: must be at least 0"):
+        load_config("sft", "tiny-qwen2.5-vl", None, ["data.synthetic_train=-1"])
+    with pytest.raises(UserError, match=r"synthetic_min_objects \(5\) is above"):
+        load_config("sft", "tiny-qwen2.5-vl", None, ["data.synthetic_min_objects=5"])
+    with pytest.raises(ValueError, match="0 or more"):
+        SyntheticSpec(splits={"train": -1})

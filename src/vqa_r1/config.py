@@ -68,7 +68,11 @@ class LoraConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = option("synthetic", help="'synthetic', or a folder saved with save_to_disk")
+    dataset: str = option(
+        "synthetic",
+        help="'synthetic', a folder saved with save_to_disk, or a release folder (VSR, Rel3D, "
+        "SpatialSense, DrivingVQA)",
+    )
     train_split: str = option("train", help="split trained on")
     eval_split: str = option("validation", help="split used to tune (never the test split)")
     num_samples: int | None = option(None, help="seeded subset of the training split")
@@ -78,12 +82,24 @@ class DataConfig:
         "claim", help="claim: the relation that holds; scene: the layout, objects in order"
     )
     instruction: str | None = option(None, help="none: the family's reasoning instruction")
-    synthetic_train: int = option(2000, help="synthetic data: training scenes")
-    synthetic_validation: int = option(200, help="synthetic data: validation scenes")
-    synthetic_test: int = option(400, help="synthetic data: test scenes")
+    drivingvqa_max_pixels: int = option(
+        1280 * 1280,
+        help="DrivingVQA release: items whose photo has more pixels are dropped (each printed)",
+        minimum=1,
+    )
+    drivingvqa_multiple_questions: Literal["keep", "drop"] = option(
+        "keep",
+        help="DrivingVQA items with two questions: keep (one prompt, one letter set, as its "
+        "authors score them) or drop",
+    )
+    synthetic_train: int = option(2000, help="synthetic data: training scenes", minimum=0)
+    synthetic_validation: int = option(200, help="synthetic data: validation scenes", minimum=0)
+    synthetic_test: int = option(400, help="synthetic data: test scenes", minimum=0)
     synthetic_seed: int = option(0, help="synthetic data: seed")
-    synthetic_min_objects: int = option(2, help="synthetic data: fewest objects per scene")
-    synthetic_max_objects: int = option(4, help="synthetic data: most objects per scene")
+    synthetic_min_objects: int = option(
+        2, help="synthetic data: fewest objects per scene", minimum=1
+    )
+    synthetic_max_objects: int = option(4, help="synthetic data: most objects per scene", minimum=2)
     synthetic_margin: float = option(
         0.15, help="min centre distance on the relation's axis (fraction of the image size)"
     )
@@ -238,10 +254,17 @@ def check_values(config: RunConfig) -> None:
         )
     if config.resources.mem_gb is not None and config.resources.mem_gb <= 0:
         raise UserError(f"resources.mem_gb must be positive, got {config.resources.mem_gb}")
+    d = config.data
+    if d.synthetic_min_objects > d.synthetic_max_objects:
+        raise UserError(
+            f"data.synthetic_min_objects ({d.synthetic_min_objects}) is above "
+            f"data.synthetic_max_objects ({d.synthetic_max_objects})"
+        )
     if config.data.dataset != "synthetic" and not Path(config.data.dataset).exists():
         raise UserError(
             f"data.dataset: {config.data.dataset!r} is neither 'synthetic' nor an existing folder "
-            "(a dataset saved with save_to_disk, e.g. by `vqa-r1 data generate --out DIR`)"
+            "(a dataset saved with save_to_disk, e.g. by `vqa-r1 data generate --out DIR`, or a "
+            "release folder: VSR, Rel3D, SpatialSense, DrivingVQA)"
         )
     if config.init_adapter and not (Path(config.init_adapter) / "adapter_config.json").exists():
         raise UserError(f"init_adapter: {config.init_adapter} has no adapter_config.json")

@@ -227,13 +227,13 @@ def startup_probe() -> None:
     import peft  # noqa: F401
     import transformers  # noqa: F401
 
-    from vqa_r1.data.datasets import dataset_dir, load_split
+    from vqa_r1.data.datasets import open_split
     from vqa_r1.eval.evaluate import load_for_evaluation
     from vqa_r1.recipes import load_config
 
     t2 = time.perf_counter()
     config = load_config("evaluate", MODEL, overrides=spec["overrides"])
-    ds = load_split(dataset_dir(config.data), config.eval.split)
+    ds = open_split(config.data, config.eval.split)
     ds = ds.select(range(min(config.eval.limit, len(ds))))
     t3 = time.perf_counter()
     load_for_evaluation(config, spec["adapter"])
@@ -397,10 +397,10 @@ def _run(size: Size, repeats: int, work: Path, cold_start: bool) -> Result:
 def _first_item(config: Any) -> tuple[Any, str]:
     from PIL import Image
 
-    from vqa_r1.data.datasets import dataset_dir, load_split
+    from vqa_r1.data.datasets import open_split
     from vqa_r1.data.prompts import problem_text
 
-    row = load_split(dataset_dir(config.data), config.eval.split, check_images=False)[0]
+    row = open_split(config.data, config.eval.split, check_images=False)[0]
     return Image.open(row["image_path"]).convert("RGB"), problem_text(row["caption"])
 
 

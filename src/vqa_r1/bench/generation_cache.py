@@ -55,12 +55,12 @@ def items(n: int) -> tuple[list[Any], list[str]]:
     """The first ``n`` scenes of the recipe's test split and their questions."""
     from PIL import Image
 
-    from vqa_r1.data.datasets import dataset_dir, load_split
+    from vqa_r1.data.datasets import open_split
     from vqa_r1.data.prompts import problem_text
     from vqa_r1.recipes import load_config
 
     config = load_config("evaluate", MODEL)
-    rows = load_split(dataset_dir(config.data), config.eval.split).select(range(n))
+    rows = open_split(config.data, config.eval.split).select(range(n))
     images = [Image.open(p).convert("RGB") for p in rows["image_path"]]
     return images, [problem_text(c) for c in rows["caption"]]
 

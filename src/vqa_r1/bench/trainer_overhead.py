@@ -27,7 +27,7 @@ from transformers import TrainerCallback
 
 from vqa_r1.bench import Result, Timing, side_by_side
 from vqa_r1.config import RunConfig
-from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
+from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.models.loading import load_model
 from vqa_r1.recipes import load_config
 from vqa_r1.rewards import get_rewards
@@ -155,7 +155,7 @@ def bare_trl(config: RunConfig, output_dir: Path, callbacks: list[Any]) -> Any:
         torch.set_num_threads(t.num_threads)
     loaded = load_model(config)
     ds = subset(
-        load_split(dataset_dir(config.data), config.data.train_split),
+        open_split(config.data, config.data.train_split),
         config.data.num_samples,
         config.data.subset_seed,
     )

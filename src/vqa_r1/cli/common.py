@@ -34,7 +34,10 @@ def add_model_argument(
 
 def add_dataset_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--dataset", default=None, help="'synthetic' or a dataset folder (save_to_disk)"
+        "--dataset",
+        default=None,
+        help="'synthetic', a dataset folder (save_to_disk) or a release folder (VSR, Rel3D, "
+        "SpatialSense, DrivingVQA; README 'Datasets')",
     )
 
 

@@ -15,12 +15,14 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     sub = parser.add_subparsers(dest="data_cmd", required=True)
     gen = sub.add_parser("generate", help="write synthetic spatial scenes (VSR schema) to a folder")
     gen.add_argument("--out", required=True, help="output folder")
-    gen.add_argument("--train", type=int, default=2000)
-    gen.add_argument("--validation", type=int, default=200)
-    gen.add_argument("--test", type=int, default=400)
+    gen.add_argument("--train", type=int, default=2000, help="training scenes (0 or more)")
+    gen.add_argument("--validation", type=int, default=200, help="validation scenes (0 or more)")
+    gen.add_argument("--test", type=int, default=400, help="test scenes (0 or more)")
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--min-objects", type=int, default=2)
-    gen.add_argument("--max-objects", type=int, default=4)
+    gen.add_argument("--min-objects", type=int, default=2, help="fewest objects per scene (>= 1)")
+    gen.add_argument(
+        "--max-objects", type=int, default=4, help="most objects per scene (>= 2, >= --min-objects)"
+    )
     gen.add_argument(
         "--background",
         choices=["plain", "ramp"],
@@ -48,8 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     bias.add_argument(
         "--source",
         default="synthetic",
-        help="a dataset folder (save_to_disk), or 'synthetic': the demo's data "
-        "(recipe qwen2_5_vl/tiny-pretrained_sft)",
+        help="any folder --dataset takes (saved with save_to_disk, or a VSR, Rel3D or "
+        "SpatialSense release folder, converted as training converts it), or 'synthetic': the "
+        "demo's data (recipe qwen2_5_vl/tiny-pretrained_sft)",
     )
     bias.add_argument("--out", required=True, help="output folder")
     bias.add_argument("--seed", type=int, default=0, help="which rows are dropped")
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     if args.data_cmd == "generate":
+        _check_generate(args)
         spec = SyntheticSpec(
             splits={"train": args.train, "validation": args.validation, "test": args.test},
             seed=args.seed,
@@ -88,6 +92,22 @@ def run(args: argparse.Namespace) -> int:
     for row in ds.select(range(min(3, len(ds)))):
         print({k: row[k] for k in ("caption", "label", "relation") if k in row})
     return 0
+
+
+def _check_generate(args: argparse.Namespace) -> None:
+    """Counts and object limits checked here, naming the flag: a negative count used to be read
+    as zero scenes and ``--min-objects`` above ``--max-objects`` ended in a traceback."""
+    for flag in ("train", "validation", "test"):
+        if getattr(args, flag) < 0:
+            raise UserError(f"--{flag} {getattr(args, flag)}: a count of scenes is 0 or more")
+    if args.min_objects < 1:
+        raise UserError(f"--min-objects {args.min_objects}: a scene has at least 1 object")
+    if args.max_objects < 2:
+        raise UserError(f"--max-objects {args.max_objects}: a relation needs 2 objects")
+    if args.min_objects > args.max_objects:
+        raise UserError(
+            f"--min-objects {args.min_objects} is above --max-objects {args.max_objects}"
+        )
 
 
 def _bias(args: argparse.Namespace) -> int:

@@ -245,12 +245,16 @@ def build_biased_dataset(
 ) -> dict:
     """Write ``source`` with its ``split`` undersampled to a ``kind`` bias of ``target``; the card.
 
-    The other splits are copied untouched, so evaluation stays on the unbiased held-out data. A
-    folder that already holds a complete build with the same parameters is reused as it is.
+    ``source`` is any folder ``--dataset`` takes (saved with ``save_to_disk``, or a release folder,
+    opened through its conversion): the same loader, so the biased set holds the same rows with
+    the same resolved image paths as training on the source would. The other splits are copied
+    untouched, so evaluation stays on the unbiased held-out data. The card names the release and
+    the split folder a converted source came from. A folder that already holds a complete build
+    with the same parameters is reused as it is.
     """
-    from datasets import DatasetDict, load_from_disk
+    from datasets import DatasetDict
 
-    from vqa_r1.data.datasets import load_split
+    from vqa_r1.data.datasets import load_split, open_dataset
 
     if kind not in KINDS:
         raise UserError(f"bias kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -261,6 +265,11 @@ def build_biased_dataset(
         return card
 
     ds = load_split(source, split)
+    if "solution" in ds.column_names:
+        raise UserError(
+            f"{source} [{split}]: a multiple-choice dataset (its rows carry their own answers); "
+            "the bias builders undersample True/False claims (labels 0/1) per relation"
+        )
     if "relation" not in ds.column_names:
         raise UserError(f"{source} [{split}]: no relation column; the bias groups need it")
     labels = _labels(ds)
@@ -275,9 +284,8 @@ def build_biased_dataset(
     rows = solver.keep(k)
     biased = ds.select(rows.tolist())
 
-    root = source / "hf" if (source / "hf").exists() else source
-    loaded = load_from_disk(str(root))
-    splits = dict(loaded) if isinstance(loaded, DatasetDict) else {}
+    opened, provenance = open_dataset(source)
+    splits = {name: part for name, part in opened.items() if name}  # "": a Dataset without splits
     splits[split] = biased
     counts = solver.counts(k)
     keep_ratios = {
@@ -307,6 +315,7 @@ def build_biased_dataset(
         "groups": "relation" if kind == "text" else "halves of the descriptor's first PC",
         "keep_ratios": keep_ratios,
         "sizes": {name: len(part) for name, part in splits.items()},
+        "source_dataset": _provenance(provenance),
         "source_sizes": {split: len(ds)},
         "per_relation_label": _per_relation_label(biased),
     }
@@ -317,9 +326,28 @@ def build_biased_dataset(
     return card
 
 
+def _provenance(provenance: dict) -> dict:
+    """The source folder and, for a release, its format and the split folder/file it came from."""
+    out = {"folder": provenance["folder"]}
+    release = provenance.get("release")
+    if release:
+        out["release_format"] = release.get("format")
+        for key in ("split_folder", "split_file", "image_folder"):
+            if key in release:
+                out[key] = release[key]
+    return out
+
+
 def format_p(p: float) -> str:
     """``= 0.0123``, or ``< 1e-300`` where the exact tail underflows a float."""
     return f"= {p:.3g}" if p > 0 else "< 1e-300"
+
+
+def _source_lines(source: dict) -> list[str]:
+    if not source.get("release_format"):
+        return []
+    where = source.get("split_folder") or source.get("split_file") or source["folder"]
+    return [f"The source is a {source['release_format']} release, read from `{where}`."]
 
 
 def _ratio(kept: int, available: int) -> float:
@@ -335,6 +363,7 @@ def _readme(card: dict) -> str:
         f"scores {card['achieved']:.4f} on them (target {card['target']}; "
         f"{card['correct']}/{card['n']}, one-sided binomial p {format_p(card['p_value'])} "
         "against 0.5).",
+        *_source_lines(card.get("source_dataset") or {}),
         "Other splits are the source's, untouched. Numbers in full: `bias_card.json`.",
         "",
         "| split | rows |",

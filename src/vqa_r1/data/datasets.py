@@ -2,10 +2,11 @@
 
 Both the synthetic scenes and a local VSR copy are folders written with ``save_to_disk`` whose rows
 carry ``image_path, caption, label, relation, subj, obj``. A folder holding a public release (VSR,
-Rel3D, SpatialSense, DrivingVQA) is converted once into that form first (data/formats/). Missing or
-unreadable images are an error with the count and the first paths: silently dropping the image (as
-the published study's loader did) turns a vision benchmark into a text-only one without anyone
-noticing.
+Rel3D, SpatialSense, DrivingVQA) is converted once into that form first (data/formats/). Every
+command and builder that takes a dataset opens it here (``open_dataset`` / ``load_split``), so
+all of them accept the same folders. Missing or unreadable images are an error with the count and
+the first paths (data/images.py). True/False labels must be 0/1 or booleans: anything else is an
+error at load naming the column and the values, never read as False.
 
 Multiple-choice rows (DrivingVQA) carry their own question (``problem``), target (``solution``,
 ``reasoning``) and grounding (``gt_boxes``, ``gt_box_labels``, ``answer_type``): the True/False
@@ -24,6 +25,8 @@ from typing import Any
 from vqa_r1 import ranks
 from vqa_r1.data import formats
 from vqa_r1.data.curriculum import scene_fingerprint
+from vqa_r1.data.formats.common import check_labels
+from vqa_r1.data.images import DEFAULT_HINT, check_image_paths
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.data.synthetic import (
     RELATIONS,
@@ -130,43 +133,101 @@ def dataset_dir(data_cfg: Any) -> Path:
     if data_cfg.dataset == "synthetic":
         return synthetic_dataset_dir(data_cfg)
     path = Path(data_cfg.dataset)
+    options = release_options(data_cfg)
     if ranks.world_size() > 1 and formats.detect(path) is not None:
         if ranks.is_main():
-            formats.resolve(path)
+            formats.resolve(path, options)
         else:
-            ranks.wait_for(lambda: _converted(path), f"the conversion of {path}")
+            ranks.wait_for(lambda: _converted(path, options), f"the conversion of {path}")
     return path
 
 
-def _converted(path: Path) -> bool:
-    options = {"max_pixels": int(formats.DEFAULT_MAX_PIXELS)}
+def _converted(path: Path, options: dict) -> bool:
     fmt = formats.detect(path)
-    return fmt is not None and (formats.cache_dir(fmt, path, options) / "hf").exists()
+    if fmt is None:
+        return False
+    target = formats.cache_dir(fmt, path, formats.format_options(fmt, options))
+    return (target / "hf").exists()
+
+
+def release_options(data_cfg: Any) -> dict:
+    """The settings a release conversion reads (each format takes only its own)."""
+    return {
+        "max_pixels": int(data_cfg.drivingvqa_max_pixels),
+        "multiple_questions": data_cfg.drivingvqa_multiple_questions,
+    }
+
+
+def open_split(data_cfg: Any, split: str, check_images: bool = True) -> Any:
+    """``load_split`` of the dataset a DataConfig names, with its release settings."""
+    return load_split(dataset_dir(data_cfg), split, check_images, options=release_options(data_cfg))
+
+
+def open_dataset(path: str | Path, options: dict | None = None) -> tuple[dict[str, Any], dict]:
+    """Every split of a dataset folder, opened as ``--dataset`` opens it, and its provenance.
+
+    ``path``: a folder saved with ``save_to_disk`` or a release folder (converted once, cached).
+    The provenance names the folder and, for a release, the format and the report of the
+    conversion (split folder or file, image folder, dropped items). Images are not checked here:
+    ``load_split`` checks those of the split it returns.
+    """
+    from datasets import DatasetDict, load_from_disk
+
+    path = Path(path)
+    resolved = formats.resolve(path, options)
+    root = resolved / "hf" if (resolved / "hf").exists() else resolved
+    try:
+        loaded = load_from_disk(str(root))
+    except Exception as err:
+        raise UserError(f"{path}: not a dataset saved with save_to_disk ({err})") from None
+    splits = dict(loaded) if isinstance(loaded, DatasetDict) else {"": loaded}
+    provenance: dict[str, Any] = {"folder": str(path.resolve())}
+    report = formats.report_of(resolved)
+    if report is not None:
+        provenance["release"] = report
+        provenance["converted"] = str(resolved)
+    return splits, provenance
 
 
 def load_split(
     path: str | Path,
     split: str,
     check_images: bool = True,
-    max_pixels: int = formats.DEFAULT_MAX_PIXELS,
+    max_pixels: int | None = None,
+    options: dict | None = None,
 ) -> Any:
     """One split of a dataset folder (VSR schema, or a release format converted once), with its
-    images verified. ``max_pixels``: DrivingVQA items with larger images are dropped (reported)."""
-    from datasets import DatasetDict, load_from_disk
-
+    images verified and its labels checked. ``options``: the release settings
+    (``release_options``); ``max_pixels`` alone: DrivingVQA's pixel limit."""
+    options = dict(options or {})
+    if max_pixels is not None:
+        options["max_pixels"] = int(max_pixels)
     path = Path(path)
-    resolved = formats.resolve(path, max_pixels=max_pixels)
-    root = resolved / "hf" if (resolved / "hf").exists() else resolved
-    try:
-        loaded = load_from_disk(str(root))
-    except Exception as err:
-        raise UserError(f"{path}: not a dataset saved with save_to_disk ({err})") from None
-    if isinstance(loaded, DatasetDict):
-        if split not in loaded:
-            raise UserError(f"{path}: no split {split!r}; available: {', '.join(loaded)}")
-        ds = loaded[split]
+    ds, resolved = _split(path, split, options)
+    if check_images and "image_path" in ds.column_names:
+        where = f"{path} [{split}]"
+        hint = formats.images_hint(resolved) or DEFAULT_HINT
+        try:
+            check_image_paths(ds["image_path"], where, hint)
+        except UserError:
+            if formats.report_of(resolved) is None:
+                raise
+            # a conversion whose images moved or arrived since: resolve them anew (or fail
+            # with the conversion's own message, leaving no stale cache)
+            formats.reconvert(path, options)
+            ds, resolved = _split(path, split, options)
+            check_image_paths(ds["image_path"], where, hint)
+    return ds
+
+
+def _split(path: Path, split: str, options: dict) -> tuple[Any, Path]:
+    splits, provenance = open_dataset(path, options)
+    if "" in splits:  # a single Dataset saved without splits
+        ds = splits[""]
+    elif split not in splits:
+        raise UserError(f"{path}: no split {split!r}; available: {', '.join(splits)}")
     else:
-        ds = loaded
+        ds = splits[split]
     missing = [c for c in ("caption", "label") if c not in ds.column_names]
     if "image_path" not in ds.column_names and "image" not in ds.column_names:
         missing.append("image_path")
@@ -174,27 +235,9 @@ def load_split(
         raise UserError(
             f"{path} [{split}]: missing column(s) {missing}; the VSR schema is {VSR_COLUMNS}"
         )
-    if check_images and "image_path" in ds.column_names:
-        check_image_paths(ds["image_path"], f"{path} [{split}]")
-    return ds
-
-
-def check_image_paths(paths: list[str], where: str) -> None:
-    from PIL import Image
-
-    bad = []
-    for p in paths:
-        try:
-            with Image.open(p) as img:
-                img.verify()  # reads the file through: a truncated or corrupt image fails here
-        except Exception:
-            bad.append(p)
-    if bad:
-        raise UserError(
-            f"{where}: {len(bad)} of {len(paths)} images are missing or unreadable, e.g. "
-            f"{', '.join(bad[:3])}. Fix the image folder (for VSR: download the COCO images the "
-            "image_path column points to) or drop those rows; nothing is silently skipped."
-        )
+    if "solution" not in ds.column_names:  # True/False claims (choice rows carry letter sets)
+        check_labels(ds["label"], f"{path} [{split}]")
+    return ds, Path(provenance.get("converted", path))
 
 
 def subset(ds: Any, num_samples: int | None, seed: int) -> Any:

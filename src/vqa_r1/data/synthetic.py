@@ -363,6 +363,11 @@ class SyntheticSpec:
     seed: int = 0
     scene: SceneConfig = field(default_factory=SceneConfig)
 
+    def __post_init__(self) -> None:
+        negative = {k: n for k, n in self.splits.items() if n < 0}
+        if negative:
+            raise ValueError(f"scene counts must be 0 or more, got {negative}")
+
 
 def write_dataset(out_dir: str | Path, spec: SyntheticSpec | None = None) -> Path:
     """Write PNGs and a Hugging Face DatasetDict (VSR schema + boxes) under ``out_dir``.

@@ -20,7 +20,7 @@ from typing import Any
 
 from vqa_r1.answers import extract_answer
 from vqa_r1.config import RunConfig, save_config
-from vqa_r1.data.datasets import dataset_dir, load_split
+from vqa_r1.data.datasets import open_split
 from vqa_r1.data.prompts import problem_text
 from vqa_r1.eval.scoring import choice_key, score_responses
 from vqa_r1.io import atomic_write_json, atomic_write_text
@@ -46,7 +46,7 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, out / "config.yaml")
     ec = config.eval
-    ds = load_split(dataset_dir(config.data), ec.split)
+    ds = open_split(config.data, ec.split)
     if ec.limit:
         ds = ds.select(range(min(ec.limit, len(ds))))
     adapter_path = resolve_adapter(adapter)

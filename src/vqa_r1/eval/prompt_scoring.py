@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.answers import extract_answer
-from vqa_r1.data.datasets import dataset_dir, load_split
+from vqa_r1.data.datasets import open_split
 from vqa_r1.data.prompts import problem_text, solution_text
 from vqa_r1.errors import UserError
 from vqa_r1.eval.evaluate import _progress
@@ -90,7 +90,7 @@ def evaluate_prompt(
     loaded = loaded or _load(config)
     vp = VirtualPromptModel(loaded, config.data.instruction)
     split = config.split
-    ds = load_split(dataset_dir(config.data), split)
+    ds = open_split(config.data, split)
     if config.eval_limit:
         ds = ds.select(range(min(config.eval_limit, len(ds))))
     questions = [problem_text(c) for c in ds["caption"]]

@@ -69,9 +69,18 @@ class Builder:
 
     # ------------------------------------------------------------------------- data
     def source_dataset(self) -> str:
-        """The spec's dataset as a folder; the model's synthetic scenes are generated here."""
+        """The spec's dataset as a folder; the model's synthetic scenes are generated here.
+
+        A folder is any that ``--dataset`` takes (saved, or a release converted by the same
+        loader); what it is recognised as is noted, so a dry run shows it too."""
         if self.spec.dataset != "synthetic":
-            return str(Path(self.spec.dataset).resolve())
+            from vqa_r1.data.formats import describe
+
+            folder = Path(self.spec.dataset).resolve()
+            note = f"dataset: {describe(folder)}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return str(folder)
         return self.synthetic(self.config("sft").data, "synthetic scenes (the SFT recipe's data)")
 
     def real_dataset(self) -> str:

@@ -21,7 +21,7 @@ import yaml
 
 from vqa_r1.clock import run_stamp
 from vqa_r1.config import RunConfig, save_config
-from vqa_r1.data.datasets import load_split
+from vqa_r1.data.datasets import load_split, release_options
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import JudgeJobConfig
 from vqa_r1.launch.clusters import format_slurm_time, load_cluster
@@ -280,7 +280,7 @@ def _one_process(job: JobOptions, verb: str) -> None:
         raise UserError(f"--processes-per-node: a {verb} job runs one process per node")
 
 
-_CHECKED_SPLITS: set[tuple[str, str]] = set()
+_CHECKED_SPLITS: set[tuple[str, str, str]] = set()
 
 
 def check_dataset(config: RunConfig, verb: str) -> None:
@@ -292,9 +292,10 @@ def check_dataset(config: RunConfig, verb: str) -> None:
     if config.data.dataset == "synthetic" or verb not in ("sft", "grpo", "evaluate"):
         return
     split = config.eval.split if verb == "evaluate" else config.data.train_split
-    key = (str(Path(config.data.dataset).resolve()), split)
+    options = release_options(config.data)
+    key = (str(Path(config.data.dataset).resolve()), split, repr(sorted(options.items())))
     if key not in _CHECKED_SPLITS:
-        load_split(config.data.dataset, split, check_images=True)
+        load_split(config.data.dataset, split, check_images=True, options=options)
         _CHECKED_SPLITS.add(key)
 
 

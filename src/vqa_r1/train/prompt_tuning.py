@@ -39,7 +39,7 @@ from typing import Any, Literal
 import yaml
 
 from vqa_r1.config import DataConfig
-from vqa_r1.data.datasets import dataset_dir, load_split, subset
+from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir, atomic_write_json, atomic_write_text, read_jsonl
@@ -304,7 +304,7 @@ def train_prompt(
     )
 
     ds = subset(
-        load_split(dataset_dir(cfg.data), cfg.data.train_split),
+        open_split(cfg.data, cfg.data.train_split),
         cfg.data.num_samples,
         cfg.data.subset_seed,
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from vqa_r1 import ranks
 from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, save_config
-from vqa_r1.data.datasets import dataset_dir, load_split, subset, trainer_rows
+from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.models.loading import load_model
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
@@ -215,7 +215,7 @@ def train(
     loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
     if config.model.freeze_vision:
         loaded.adapter.freeze_vision(loaded.model)
-    ds = load_split(dataset_dir(config.data), config.data.train_split)
+    ds = open_split(config.data, config.data.train_split)
     ds = subset(ds, config.data.num_samples, config.data.subset_seed)
     rows = trainer_rows(
         ds,

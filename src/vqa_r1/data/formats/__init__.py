@@ -5,10 +5,17 @@ is) or a dataset as its authors publish it: VSR's split ``.jsonl`` files, Rel3D'
 SpatialSense's ``annotations.json`` or DrivingVQA's ``train.json``/``test.json``. Those are
 converted into ``<folder>/.vqa_r1/<format>-<key>/hf`` (one module per format, each with its source
 cited) with a ``conversion_report.json`` next to ``hf``. The key hashes the converter version, the
-options, the folder's absolute path (image paths are absolute) and the size and mtime of the
+format's own options (DrivingVQA's pixel limit and two-question rule; the other formats have
+none), the folder's absolute path (image paths are absolute) and the size and mtime of the
 release files, so an edited release or a moved folder converts again. The cache is written through
 ``atomic_dir``: a killed conversion leaves no half cache, and a cache that exists is complete. A
 read-only release folder is cached under the project cache instead.
+
+Image locations are resolved when converting (each format looks in the places its authors'
+README names), so a conversion checks every image it resolved before it writes anything: a
+release whose images are not in place yet leaves no cache, and the error says, per format, where
+its images come from. A cache whose images later fail the check at load is converted again
+(``reconvert``): images put in place or moved since are found without deleting anything by hand.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from vqa_r1.data.formats import drivingvqa, rel3d, spatialsense, vsr
+from vqa_r1.data.images import check_image_paths
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir, atomic_write_json
 from vqa_r1.paths import cache_root
@@ -44,7 +52,27 @@ def detect(folder: Path) -> ModuleType | None:
     return next((fmt for fmt in FORMATS if fmt.detect(folder)), None)
 
 
-def resolve(folder: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Path:
+def describe(folder: str | Path) -> str:
+    """What a dataset folder is, in a few words (for dry runs); an error when it is none."""
+    folder = Path(folder)
+    if is_saved_dataset(folder):
+        return f"{folder} (saved with save_to_disk)"
+    fmt = detect(folder)
+    if fmt is None:
+        raise UserError(not_found_message(folder))
+    if fmt is vsr:
+        vsr.announce(folder)
+        return f"{folder} (vsr release, split files in {vsr.split_dir(folder)})"
+    return f"{folder} ({fmt.NAME} release, converted at submission)"
+
+
+def format_options(fmt: ModuleType, options: dict | None) -> dict:
+    """The options this format reads (its defaults filled in); the others do not split its cache."""
+    given = options or {}
+    return {k: given.get(k, default) for k, default in fmt.OPTIONS.items()}
+
+
+def resolve(folder: str | Path, options: dict | None = None) -> Path:
     """A folder ``load_from_disk`` can open: ``folder`` itself, or the (cached) conversion."""
     folder = Path(folder)
     if is_saved_dataset(folder):
@@ -52,10 +80,30 @@ def resolve(folder: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Path:
     fmt = detect(folder)
     if fmt is None:
         raise UserError(not_found_message(folder))
-    options = {"max_pixels": int(max_pixels)}
-    target = cache_dir(fmt, folder, options)
+    if fmt is vsr:
+        vsr.announce(folder)
+    opts = format_options(fmt, options)
+    target = cache_dir(fmt, folder, opts)
     if not (target / "hf").exists():
-        convert(fmt, folder, options, target)
+        convert(fmt, folder, opts, target)
+    return target
+
+
+def reconvert(folder: str | Path, options: dict | None = None) -> Path:
+    """Convert again (the image locations resolved anew), replacing the cache atomically; a
+    conversion whose image check fails removes the stale cache too (the suite wrote it)."""
+    import shutil
+
+    folder = Path(folder)
+    fmt = detect(folder)
+    opts = format_options(fmt, options)
+    target = cache_dir(fmt, folder, opts)
+    try:
+        convert(fmt, folder, opts, target)
+    except UserError:
+        if (target / REPORT).exists():
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     return target
 
 
@@ -80,6 +128,12 @@ def convert(fmt: ModuleType, folder: Path, options: dict, target: Path) -> None:
 
     log.info("converting %s (%s release format) into %s", folder, fmt.NAME, target)
     splits, report = fmt.read(folder, options)
+    # before anything is written: a release whose images are not in place leaves no cache
+    check_image_paths(
+        (row["image_path"] for rows in splits.values() for row in rows),
+        f"{folder} ({fmt.NAME} release)",
+        fmt.images_hint(folder, report),
+    )
     features = fmt.features()
     # from columns, not from_list: an empty list of rows would lose the schema
     dd = DatasetDict(
@@ -101,8 +155,15 @@ def convert(fmt: ModuleType, folder: Path, options: dict, target: Path) -> None:
         dd.save_to_disk(str(tmp / "hf"), num_shards={name: 1 for name in dd})
         atomic_write_json(tmp / REPORT, report)
     dropped = report.get("dropped")
-    if dropped:
+    if dropped and any(n for counts in dropped.values() for n in counts.values()):
         log.info("%s conversion report (%s): dropped %s", fmt.NAME, target / REPORT, dropped)
+
+
+def images_hint(converted: Path) -> str | None:
+    """Where the images of a converted release come from (None for a saved dataset)."""
+    report = report_of(converted)
+    fmt = next((f for f in FORMATS if report and f.NAME == report.get("format")), None)
+    return None if fmt is None else fmt.images_hint(Path(report["source"]), report)
 
 
 def report_of(converted: Path) -> dict[str, Any] | None:

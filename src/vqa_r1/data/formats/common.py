@@ -9,6 +9,7 @@ spelled out, which generic code can print without knowing the prompt wording.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,43 @@ CLAIM_COLUMNS = (
 )
 
 
+LABELS_ACCEPTED = "0/1 integers or booleans (true/false)"
+
+
+def is_label(value: Any) -> bool:
+    """A True/False label as the releases and save_to_disk folders store it: 0, 1, True, False.
+
+    Strings ("yes", "True", "0") and other numbers (2) are not: ``bool("False")`` is True and a
+    label 2 read as ``label == 1`` is False, both silently wrong.
+    """
+    return isinstance(value, bool) or (isinstance(value, int) and value in (0, 1))
+
+
+def check_labels(values: Iterable[Any], where: str, column: str = "label") -> None:
+    """One error naming the column, the values found that are not labels, and what is accepted."""
+    found: dict[str, int] = {}
+    for value in values:
+        if not is_label(value):
+            key = repr(value)
+            found[key] = found.get(key, 0) + 1
+    if found:
+        listed = ", ".join(f"{v} ({n} rows)" for v, n in list(found.items())[:8])
+        more = f" and {len(found) - 8} more values" if len(found) > 8 else ""
+        raise UserError(
+            f"{where}: column {column!r} holds values that are not True/False labels: "
+            f"{listed}{more}. Accepted: {LABELS_ACCEPTED}; map the column to those first "
+            '(nothing is guessed: 2 or "no" is not read as False).'
+        )
+
+
 def claim_row(subject: str, predicate: str, obj: str, label: Any, image_path: Path | str) -> dict:
+    """One True/False claim; ``label`` already passed ``check_labels``."""
     caption = f"{subject.strip()} {predicate.strip()} {obj.strip()}?"
     return {
         "image_path": str(image_path),
         "caption": caption,
         "problem": CLAIM_PREFIX + caption,
-        "label": int(bool(label)),
+        "label": int(label),
         "relation": predicate,
         "subj": subject,
         "obj": obj,
@@ -78,3 +109,14 @@ def name_of(entity: Any) -> str:
     if isinstance(entity, dict):
         return str(entity.get("name", ""))
     return str(entity)
+
+
+_NOTICED: set[str] = set()
+
+
+def notice(message: str) -> None:
+    """A remark the user must see (which split was chosen, which item was dropped), on stderr,
+    once per process: printed, not only logged or written to a report nobody opens."""
+    if message not in _NOTICED:
+        _NOTICED.add(message)
+        print(f"note: {message}", file=sys.stderr, flush=True)

@@ -13,10 +13,15 @@ pixels) and ``exam_type``. The Hugging Face release (EPFL-DrivingVQA/DrivingVQA)
 ``images/original/``. No question-category field was found, so ``relation`` is "drivingvqa".
 
 Rows: boxes become ``[x1, y1, x2, y2]`` pixel corners of the original image (the absolute
-convention of Qwen2.5-VL grounding), written before the entity name inside the reasoning. Items
-with several questions (one image, two answer sets: a single letter set cannot score them) and
-images above ``max_pixels`` (default 1280*1280: a larger exam photo costs thousands of image
-tokens) are dropped and counted in the conversion report.
+convention of Qwen2.5-VL grounding), written before the entity name inside the reasoning.
+
+Items with two questions (``has_multiple_questions``) are kept as the authors keep them
+(convert_annotations_to_llava.py ``get_prompt_components`` / ``get_possible_answers``): one
+prompt holding both questions, options A and B under the first and the others under the second,
+and one set of true letters; metrics.py scores that set by exact match, as our choice scoring
+does. ``data.drivingvqa_multiple_questions=drop`` drops them instead (counted and printed).
+Images above ``data.drivingvqa_max_pixels`` (default 1280*1280: a larger exam photo costs
+thousands of image tokens) are dropped; each drop is printed and listed in the conversion report.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.data.formats.common import first_existing, read_json
+from vqa_r1.data.formats.common import first_existing, notice, read_json
 
 NAME = "drivingvqa"
 VERSION = 1
@@ -34,6 +39,10 @@ NEEDS = "train.json / test.json (samples with img_filename, questions, true_answ
 LAYOUT = "<folder>/{train,test}.json (or <folder>/splits/) and <folder>/images/<img_filename>"
 SPLITS = {"train": "train", "test": "test"}
 DEFAULT_MAX_PIXELS = 1280 * 1280
+MULTIPLE_QUESTIONS = ("keep", "drop")
+OPTIONS = {"max_pixels": DEFAULT_MAX_PIXELS, "multiple_questions": "keep"}
+# RIV-CoT get_possible_answers: options A and B belong to the first of two questions
+FIRST_QUESTION_LETTERS = ("A", "B")
 RELATION = "drivingvqa"
 _NUM = r"-?\d+(?:\.\d+)?"
 _BOX = re.compile(rf"\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*\]")
@@ -63,6 +72,10 @@ def sources(folder: Path) -> list[Path]:
 
 def _samples(data: Any) -> list:
     return list(data.values()) if isinstance(data, dict) else list(data)
+
+
+def _items(data: Any) -> list[tuple[str, dict]]:
+    return [(str(k), v) for k, v in (data.items() if isinstance(data, dict) else enumerate(data))]
 
 
 def xyxy(box: list[float]) -> list[float]:
@@ -103,22 +116,34 @@ def reasoning(sample: dict) -> str:
     return text
 
 
-def problem(sample: dict, question: str) -> str:
-    options = "\n".join(f"({k}) {v}" for k, v in sorted(sample["possible_answers"].items()))
+def _options(items: list[tuple[str, Any]]) -> str:
+    return "\n".join(f"({k}) {v}" for k, v in items)
+
+
+def problem(sample: dict) -> str:
+    """The question(s) and options; two questions each with their own options (A, B: the first)."""
+    questions = _questions(sample)
+    options = sorted(sample["possible_answers"].items())
     context = ""
     if sample.get("exam_type"):
         context = f"Unless stated otherwise, you are driving a {sample['exam_type']} in France.\n"
-    return f"{context}{question.strip()}\n{options}\nSeveral options may be correct."
+    if len(questions) == 1:
+        return (
+            f"{context}{questions[0].strip()}\n{_options(options)}\nSeveral options may be correct."
+        )
+    first = [o for o in options if o[0] in FIRST_QUESTION_LETTERS]
+    second = [o for o in options if o[0] not in FIRST_QUESTION_LETTERS]
+    return (
+        f"{context}{questions[0].strip()}\n{_options(first)}\n{questions[1].strip()}\n"
+        f"{_options(second)}\nSeveral options may be correct; choose at least one per question."
+    )
 
 
-def _question(sample: dict) -> str | None:
-    """The one question of an item, or None when it has several."""
+def _questions(sample: dict) -> list[str]:
     q = sample.get("questions")
-    if isinstance(q, list):
-        q = q[0] if len(q) == 1 else None
-    if sample.get("has_multiple_questions") or q is None:
-        return None
-    return str(q)
+    if q is None:
+        return []
+    return [str(x) for x in q] if isinstance(q, list) else [str(q)]
 
 
 def _pixels(sample: dict, path: Path) -> int | None:
@@ -135,10 +160,9 @@ def _pixels(sample: dict, path: Path) -> int | None:
 
 
 def convert(sample: dict, image: Path) -> dict:
-    question = _question(sample)
     boxes, labels = entities(sample)
     letters = ", ".join(sorted(str(a).strip() for a in sample["true_answers"]))
-    text = problem(sample, question)
+    text = problem(sample)
     return {
         "image_path": str(image),
         "problem": text,
@@ -158,24 +182,62 @@ def image_path(folder: Path, name: str) -> Path:
     return first_existing([base / name, base / "original" / name], base / name)
 
 
+def images_hint(folder: Path, report: dict) -> str:
+    return (
+        "DrivingVQA's exam images come with its Hugging Face release "
+        f"(EPFL-DrivingVQA/DrivingVQA): put them in {folder / 'images'} (or images/original/)"
+    )
+
+
+def _drop_reason(
+    sample: dict, image: Path, max_pixels: int, multiple: str
+) -> tuple[str, str] | None:
+    """(the report's counter, the printed reason) for an item not kept; None to keep it."""
+    questions = _questions(sample)
+    if len(questions) not in (1, 2):
+        return "unreadable_questions", f"{len(questions)} questions (1 or 2 are read)"
+    if len(questions) == 2 and multiple == "drop":
+        return "multiple_questions", "two questions (data.drivingvqa_multiple_questions=drop)"
+    pixels = _pixels(sample, image)
+    if pixels is not None and pixels > max_pixels:
+        return "too_many_pixels", f"{pixels} pixels > data.drivingvqa_max_pixels={max_pixels}"
+    return None
+
+
 def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     max_pixels = int(options.get("max_pixels") or DEFAULT_MAX_PIXELS)
+    multiple = options.get("multiple_questions", "keep")
     splits: dict[str, list[dict]] = {}
-    report: dict[str, Any] = {"max_pixels": max_pixels, "kept": {}, "dropped": {}}
+    report: dict[str, Any] = {
+        "max_pixels": max_pixels,
+        "multiple_questions": multiple,
+        "kept": {},
+        "two_questions_kept": {},
+        "dropped": {},
+        "dropped_items": [],
+    }
     for split, path in split_files(folder).items():
-        rows, dropped = [], {"multiple_questions": 0, "too_many_pixels": 0}
-        for sample in _samples(read_json(path)):
+        rows = []
+        dropped = {"multiple_questions": 0, "too_many_pixels": 0, "unreadable_questions": 0}
+        two = 0
+        for item_id, sample in _items(read_json(path)):
             image = image_path(folder, sample["img_filename"])
-            if _question(sample) is None:
-                dropped["multiple_questions"] += 1
+            drop = _drop_reason(sample, image, max_pixels, multiple)
+            if drop is not None:
+                kind, reason = drop
+                dropped[kind] += 1
+                report["dropped_items"].append(
+                    {"split": split, "id": item_id, "image": sample["img_filename"], "why": reason}
+                )
+                notice(
+                    f"drivingvqa: dropped {split} item {item_id} ({sample['img_filename']}): {reason}"
+                )
                 continue
-            pixels = _pixels(sample, image)
-            if pixels is not None and pixels > max_pixels:
-                dropped["too_many_pixels"] += 1
-                continue
+            two += len(_questions(sample)) == 2
             rows.append(convert(sample, image))
         splits[split] = rows
         report["kept"][split] = len(rows)
+        report["two_questions_kept"][split] = two
         report["dropped"][split] = dropped
     return splits, report
 

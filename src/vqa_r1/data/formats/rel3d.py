@@ -7,6 +7,10 @@ our ``validation``); a sample has ``rgb`` (image path), ``subject`` and ``object
 named ``<c|nc>_<fraction>_<c|nc>_<fraction>.json``; the README's Table 1 uses ``c_0.9_c_0.1.json``,
 which is preferred when several are present (otherwise the first by name, logged).
 
+The images are the renders ``./download.sh data_raw`` puts in ``data/20200223/`` (README "Download
+Datasets"); ``data_min`` and ``data`` bring the split files and ``.h5`` crops only, so the ``rgb``
+paths of a ``data_min`` download point at nothing until ``data_raw`` is fetched.
+
 Not documented: the base of the ``rgb`` path. The release's dataloader opens it relative to the
 repository root while the split files sit in ``data/``, so it is looked up beside the folder, in
 its parent and beside the split file, in that order (assumption).
@@ -18,14 +22,25 @@ import logging
 import re
 from pathlib import Path
 
-from vqa_r1.data.formats.common import claim_features, claim_row, first_existing, name_of, read_json
+from vqa_r1.data.formats.common import (
+    check_labels,
+    claim_features,
+    claim_row,
+    first_existing,
+    name_of,
+    read_json,
+)
 
 log = logging.getLogger(__name__)
 NAME = "rel3d"
 VERSION = 1
-URL = "https://github.com/princeton-vl/Rel3D (./download.sh data_min)"
-NEEDS = "c_0.9_c_0.1.json (or another <c|nc>_<x>_<c|nc>_<y>.json) and the images its rgb paths name"
+URL = "https://github.com/princeton-vl/Rel3D (./download.sh data_min, then ./download.sh data_raw)"
+NEEDS = (
+    "c_0.9_c_0.1.json (or another <c|nc>_<x>_<c|nc>_<y>.json) and the renders its rgb paths name "
+    "(data/20200223/, from ./download.sh data_raw)"
+)
 LAYOUT = "<folder>/c_0.9_c_0.1.json or <folder>/data/c_0.9_c_0.1.json, images at the rgb paths"
+OPTIONS: dict = {}
 PRIMARY = "c_0.9_c_0.1.json"
 SPLITS = {"train": "train", "valid": "validation", "test": "test"}
 _SPLIT_FILE = re.compile(r"^n?c_[0-9.]+_n?c_[0-9.]+\.json$")
@@ -63,6 +78,16 @@ def image_path(rgb: str, folder: Path, json_dir: Path) -> Path:
     return first_existing((base / path for base in bases), folder / path)
 
 
+def images_hint(folder: Path, report: dict) -> str:
+    split = Path(report.get("split_file") or folder / "data" / PRIMARY)
+    root = split.parent.parent if split.parent.name == "data" else split.parent
+    return (
+        "Rel3D's rgb paths point at the renders in data/20200223/, which `./download.sh data_raw` "
+        f"puts there (run it in {root}; data_min and data bring only the split files and .h5 "
+        "crops)"
+    )
+
+
 def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     path = split_file(folder)
     data = read_json(path)
@@ -70,6 +95,7 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     for key, split in SPLITS.items():
         if key not in data:
             continue
+        check_labels((s.get("label") for s in data[key]), f"{path} [{key}]")
         splits[split] = [
             claim_row(
                 name_of(s["subject"]),

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vqa_r1.data.formats.common import claim_features, claim_row, first_existing, name_of, read_json
+from vqa_r1.data.formats.common import (
+    check_labels,
+    claim_features,
+    claim_row,
+    first_existing,
+    name_of,
+    read_json,
+)
 
 NAME = "spatialsense"
 VERSION = 1
@@ -23,6 +30,7 @@ NEEDS = "annotations.json and images/flickr/, images/nyu/ (from images.tar.gz)"
 LAYOUT = "<folder>/annotations.json, <folder>/images/flickr/*.jpg, <folder>/images/nyu/*"
 SPLITS = {"train": "train", "valid": "validation", "test": "test"}
 FILES = ("annotations.json", "annotation.json")
+OPTIONS: dict = {}
 
 
 def annotation_file(folder: Path) -> Path | None:
@@ -42,9 +50,19 @@ def image_path(url: str, folder: Path) -> Path:
     return folder / "images" / source / url.rstrip("/").split("/")[-1]
 
 
+def images_hint(folder: Path, report: dict) -> str:
+    return (
+        "SpatialSense's images come as images.tar.gz from its repository: extract it so that "
+        f"{folder / 'images' / 'flickr'} and {folder / 'images' / 'nyu'} hold them"
+    )
+
+
 def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     splits: dict[str, list[dict]] = {split: [] for split in SPLITS.values()}
-    for image in read_json(annotation_file(folder)):
+    path = annotation_file(folder)
+    data = read_json(path)
+    check_labels((rel.get("label") for image in data for rel in image["annotations"]), str(path))
+    for image in data:
         split = SPLITS.get(image["split"])
         if split is None:
             continue

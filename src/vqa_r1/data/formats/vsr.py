@@ -6,7 +6,9 @@ has ``image`` (a COCO file name), ``image_link``, ``caption``, ``label`` (1 true
 annotators wrote as "The {subj} is {relation} the {obj}." (empty when a caption does not parse).
 Splits are the release's ``splits/random`` or ``splits/zeroshot`` files ``train.jsonl``,
 ``dev.jsonl`` (our ``validation``) and ``test.jsonl``; images live in ``data/images/`` (the
-release's layout) or ``images/`` beside the split files.
+release's layout) or ``images/`` beside the split files. Handed the repository root, ``data/`` or
+``data/splits/``, the random split is read and a note says so and names the zeroshot folder to
+pass instead (both are the paper's headline splits; neither is a silent default).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from vqa_r1.data.formats.common import first_existing, string_features
+from vqa_r1.data.formats.common import check_labels, first_existing, notice, string_features
 from vqa_r1.io import read_jsonl
 
 NAME = "vsr"
@@ -28,12 +30,37 @@ LAYOUT = (
 SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
 
+OPTIONS: dict = {}
+# handed the repository root, data/ or data/splits/: the variant folder read
+_VARIANT_PARENTS = (Path("."), Path("splits"), Path("data") / "splits")
+
+
+def _has_splits(folder: Path) -> bool:
+    return any((folder / f"{name}.jsonl").is_file() for name in SPLITS)
+
+
 def split_dir(folder: Path) -> Path | None:
     """The folder holding the split files; the random split when handed the release's root."""
-    for cand in (folder, folder / "splits" / "random", folder / "data" / "splits" / "random"):
-        if any((cand / f"{name}.jsonl").is_file() for name in SPLITS):
-            return cand
+    if _has_splits(folder):
+        return folder
+    for parent in _VARIANT_PARENTS:
+        if _has_splits(folder / parent / "random"):
+            return folder / parent / "random"
     return None
+
+
+def announce(folder: Path) -> None:
+    """Say which split a folder holding both VSR splits stands for, and how to pick the other."""
+    base = split_dir(folder)
+    if base is None or base == folder:
+        return
+    other = base.parent / "zeroshot"
+    how = (
+        f"for the zeroshot split pass {other} instead"
+        if _has_splits(other)
+        else "the zeroshot split is splits/zeroshot/ in the release"
+    )
+    notice(f"vsr: {folder} holds VSR's split folders; using the random split ({base}); {how}")
 
 
 def detect(folder: Path) -> bool:
@@ -46,13 +73,18 @@ def sources(folder: Path) -> list[Path]:
 
 
 def image_dir(folder: Path, base: Path) -> Path:
-    candidates = [
-        folder / "images",
-        base / "images",
-        base.parent.parent / "images",  # data/splits/random -> data/images
-        folder / "data" / "images",
-    ]
-    return first_existing(candidates, folder / "images")
+    release_images = base.parent.parent / "images"  # data/splits/random -> data/images
+    candidates = [folder / "images", base / "images", release_images, folder / "data" / "images"]
+    default = release_images if base.parent.name == "splits" else folder / "images"
+    return first_existing(candidates, default)
+
+
+def images_hint(folder: Path, report: dict) -> str:
+    where = report.get("image_folder") or str(folder / "images")
+    return (
+        "VSR's images are COCO 2017 pictures: get them as VSR's data/README.md says (COCO "
+        f"train2017 + val2017, or vsr_images.zip) and put them in {where}"
+    )
 
 
 def subject_object(caption: str, relation: str) -> tuple[str, str]:
@@ -71,8 +103,10 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
         path = base / f"{name}.jsonl"
         if not path.is_file():
             continue
+        items = list(read_jsonl(path))
+        check_labels((item.get("label") for item in items), str(path))
         rows = []
-        for item in read_jsonl(path):
+        for item in items:
             subj, obj = subject_object(item["caption"], item["relation"])
             rows.append(
                 {

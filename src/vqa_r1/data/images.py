@@ -1,0 +1,54 @@
+"""Every image a dataset names is checked before anything trains on it or a cache keeps it.
+
+Why: the published study's loader dropped a row whose image it could not open, which turns a
+vision benchmark into a text-only one without anyone noticing. Here a missing or corrupt image is
+an error that counts distinct images (a COCO picture behind twenty captions is one download, not
+twenty) and says where that dataset's images come from. An image that opens but is larger than
+PIL's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``) is a different problem with a
+different fix, so it is reported as too large, not as missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from vqa_r1.errors import UserError
+
+DEFAULT_HINT = (
+    "Fix the image folder the image_path column points to (for a VSR folder: the COCO images) "
+    "or drop those rows"
+)
+
+
+def check_image_paths(paths: Iterable[str], where: str, hint: str = DEFAULT_HINT) -> None:
+    """Open and read through every distinct image in ``paths``; one error naming what failed."""
+    from PIL import Image
+
+    rows = 0
+    distinct: dict[str, None] = {}
+    for p in paths:
+        rows += 1
+        distinct.setdefault(str(p))
+    bad: list[str] = []
+    huge: list[str] = []
+    for p in distinct:
+        try:
+            with Image.open(p) as img:
+                img.verify()  # reads the file through: a truncated or corrupt image fails here
+        except Image.DecompressionBombError as err:
+            huge.append(f"{p} ({err})")
+        except Exception:
+            bad.append(p)
+    counted = f"{len(distinct)} distinct images ({rows} rows)"
+    if bad:
+        raise UserError(
+            f"{where}: {len(bad)} of {counted} are missing or unreadable, e.g. "
+            f"{', '.join(bad[:3])}. {hint}; nothing is silently skipped."
+        )
+    if huge:
+        limit = Image.MAX_IMAGE_PIXELS
+        raise UserError(
+            f"{where}: {len(huge)} of {counted} are larger than PIL's limit of {limit} pixels "
+            f"(PIL.Image.MAX_IMAGE_PIXELS, twice that is refused as a possible decompression "
+            f"bomb), e.g. {huge[0]}. Downscale them (the models see far fewer pixels anyway)."
+        )
