@@ -7,10 +7,8 @@ handful of small images stand behind all rows (several rows per picture, as in V
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
 RELATIONS = ("on", "under", "left of", "in front of")
@@ -118,14 +116,3 @@ def spatialsense_release(root: Path, n_per_relation: int = 60, images: bool = Tr
 
 
 RELEASES = {"vsr": vsr_release, "rel3d": rel3d_release, "spatialsense": spatialsense_release}
-
-
-@pytest.fixture
-def sbatch_preview(tmp_path, monkeypatch):
-    """A dry run prints the sbatch script through submitit, which wants srun on the PATH even to
-    print: a stand-in lets dry runs run on a machine without SLURM."""
-    bin_dir = tmp_path / "fake-slurm-bin"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

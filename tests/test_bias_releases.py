@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from release_folders import RELEASES, sbatch_preview  # noqa: F401 (a fixture)
+from release_folders import RELEASES
 
 from vqa_r1.cli import main
 from vqa_r1.cli.launch import main as launch_main
@@ -16,7 +16,6 @@ from vqa_r1.data.datasets import load_split
 
 
 @pytest.mark.parametrize("fmt", sorted(RELEASES))
-@pytest.mark.usefixtures("sbatch_preview")
 def test_text_bias_on_a_release_folder_reaches_069_and_loads_through_dataset(fmt, tmp_path, capsys):
     source = RELEASES[fmt](tmp_path / fmt)
     out = tmp_path / "biased"
@@ -71,7 +70,6 @@ def test_a_multiple_choice_source_is_refused_with_a_message(tmp_path, capsys):
     assert "multiple-choice" in capsys.readouterr().err
 
 
-@pytest.mark.usefixtures("sbatch_preview")
 def test_text_bias_experiment_dry_run_on_a_vsr_release_prints_the_chain(tmp_path, capsys):
     source = RELEASES["vsr"](tmp_path / "vsr")
     argv = [

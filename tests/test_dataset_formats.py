@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from release_folders import sbatch_preview  # noqa: F401 (a fixture)
 
 from vqa_r1.data import formats
 from vqa_r1.data.datasets import load_split, trainer_rows
@@ -401,7 +400,6 @@ def test_drivingvqa_rows_and_dropped_counts(dvqa_release, capsys):
     assert len(list((dvqa_release / formats.CACHE_DIR).glob("drivingvqa-*"))) == 2
 
 
-@pytest.mark.usefixtures("sbatch_preview")
 def test_drivingvqa_settings_through_the_launcher(dvqa_release, tmp_path, capsys):
     from vqa_r1.cli.launch import main as launch_main
 

@@ -295,7 +295,9 @@ def test_dataset_images_are_checked_before_anything_is_queued(tmp_path, verb):
         "--output-dir", str(tmp_path / "run"),
     )  # fmt: skip
     assert out.returncode == 2, out.stdout[-500:]
-    assert f"{data} [train]: 2 of 6 distinct images (6 rows) are missing or unreadable" in out.stderr
+    assert (
+        f"{data} [train]: 2 of 6 distinct images (6 rows) are missing or unreadable" in out.stderr
+    )
     assert str(paths[0]) in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()
 
