@@ -90,3 +90,31 @@ def test_unknown_model_and_recipe():
         load_config("sft", "qwen-9000")
     with pytest.raises(UserError, match="available are"):
         load_config("sft", "tiny-qwen2.5-vl", recipe="nope")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["train.max_steps=0", "train.num_train_epochs=0"],
+        ["train.max_steps=-1", "train.num_train_epochs=0"],
+        ["train.max_steps=-5", "train.num_train_epochs=-1"],
+    ],
+)
+@pytest.mark.parametrize("verb", ["sft", "grpo"])
+def test_zero_training_steps_is_an_error_not_a_completed_run(verb, overrides):
+    with pytest.raises(UserError, match="no training steps.*max_steps.*num_train_epochs"):
+        load_config(verb, "tiny-qwen2.5-vl", overrides=overrides)
+    # either one alone trains: max_steps > 0 wins over epochs, epochs > 0 count when max_steps <= 0
+    load_config(
+        verb, "tiny-qwen2.5-vl", overrides=["train.max_steps=1", "train.num_train_epochs=0"]
+    )
+    load_config(
+        verb, "tiny-qwen2.5-vl", overrides=["train.max_steps=0", "train.num_train_epochs=1"]
+    )
+
+
+@pytest.mark.parametrize("limit", ["0", "-3"])
+def test_an_evaluation_limit_below_one_is_refused(limit):
+    with pytest.raises(UserError, match="eval.limit: must be at least 1"):
+        load_config("evaluate", "tiny-qwen2.5-vl", overrides=[f"eval.limit={limit}"])
+    assert load_config("evaluate", "tiny-qwen2.5-vl").eval.limit is None  # none: every item

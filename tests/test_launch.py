@@ -343,3 +343,21 @@ def test_generation_cache_flag_as_typed_on_the_command_line(tmp_path, flags, exp
     assert out.returncode == 0, out.stderr[-500:]
     resolved = yaml.safe_load(out.stdout.split("written to the run directory on submit) ----\n")[1])
     assert resolved["model"]["generation_cache"] == expected
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["evaluate", "--limit", "0"],
+        ["sft", "--set", "train.max_steps=0", "--set", "train.num_train_epochs=0"],
+    ],
+)
+def test_degenerate_settings_are_refused_before_anything_is_written(tmp_path, flags):
+    verb, *rest = flags
+    out = launch(
+        verb, "--model", "tiny-qwen2.5-vl", *rest, "--executor", "local",
+        "--output-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout[-500:] + out.stderr[-500:]
+    assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()

@@ -193,7 +193,9 @@ class EvalConfig:
     split: str = option("test", help="split evaluated (tune on validation)")
     batch_size: int = option(16, help="generation batch size", minimum=1)
     max_new_tokens: int = option(128, help="new tokens per answer", minimum=1)
-    limit: int | None = option(None, help="first N examples only")
+    limit: int | None = option(
+        None, help="first N examples only (at least 1); none: every example", minimum=1
+    )
     answer_rule: str = option("robust", help="how answers are read (answers.py)")
 
 
@@ -246,6 +248,12 @@ def check_values(config: RunConfig) -> None:
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
     if t.learning_rate <= 0:
         raise UserError("train.learning_rate must be positive")
+    if config.verb in ("sft", "grpo") and t.max_steps <= 0 and t.num_train_epochs <= 0:
+        # the Trainer would run zero steps and the run would end COMPLETED with an untrained adapter
+        raise UserError(
+            f"no training steps: train.max_steps is {t.max_steps} and train.num_train_epochs is "
+            f"{t.num_train_epochs}; set train.max_steps > 0 (it wins) or train.num_train_epochs > 0"
+        )
     util = t.vllm_gpu_memory_utilization
     if util is not None and not 0 < util <= 1:
         raise UserError(

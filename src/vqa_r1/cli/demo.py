@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     eval_overrides = [f"eval.split={args.split}"]
-    if args.eval_limit:
+    if args.eval_limit is not None:  # 0 is refused by eval.limit, not read as "all"
         eval_overrides.append(f"eval.limit={args.eval_limit}")
     adapters = {"base": None, "sft": runs / "sft", "grpo": runs / "grpo"}
     adapters["sft+grpo"] = runs / "sft+grpo"

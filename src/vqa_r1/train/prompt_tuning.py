@@ -102,7 +102,9 @@ class PromptTuneConfig:
     eval_split: str | None = option(
         None, help="split evaluated; none: data.eval_split (validation). Report on test"
     )
-    eval_limit: int | None = option(None, help="evaluate the first N examples only")
+    eval_limit: int | None = option(
+        None, help="evaluate the first N examples only (at least 1); none: every example", minimum=1
+    )
     eval_batch_size: int = option(32, help="evaluation batch size", minimum=1)
     max_new_tokens: int = option(128, help="reasoning mode: new tokens per answer", minimum=1)
     answer_rule: str = option("robust", help="reasoning mode: how answers are read (answers.py)")
