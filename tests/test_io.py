@@ -1,6 +1,8 @@
 """vqa_r1.io: atomic writes and the one JSONL reader."""
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -87,3 +89,25 @@ def test_atomic_dir_keep_existing_leaves_the_first_complete_build_in_place(tmp_p
         (third / "config.json").write_text("third")
     assert target.stat().st_ino != inode and (target / "config.json").read_text() == "third"
     assert sorted(p.name for p in target.parent.iterdir()) == ["qwen"]
+
+
+@pytest.fixture(params=[0o022, 0o002], ids=["umask022", "umask002"])
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def test_written_files_and_folders_follow_the_umask(tmp_path, umask):
+    """Colleagues in the group read a shared run: temporary files (0600) and folders (0700) get
+    the mode any other file or folder made under this umask would get."""
+    atomic_write_text(tmp_path / "a.txt", "x")
+    atomic_write_json(tmp_path / "a.json", {})
+    atomic_write_text(tmp_path / "a.txt", "replaced")
+    with atomic_dir(tmp_path / "built") as tmp:
+        (tmp / "inside.txt").write_text("y")
+    with atomic_dir(tmp_path / "built") as tmp:  # a rebuild replaces the folder
+        (tmp / "inside.txt").write_text("z")
+    for name in ("a.txt", "a.json", "built/inside.txt"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
+    assert stat.S_IMODE((tmp_path / "built").stat().st_mode) == 0o777 & ~umask

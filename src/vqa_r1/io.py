@@ -1,4 +1,9 @@
-"""Atomic writes (nothing a job leaves behind is half-written, even after SIGKILL) and JSONL reads."""
+"""Atomic writes (nothing a job leaves behind is half-written, even after SIGKILL) and JSONL reads.
+
+The temporary files and folders of ``tempfile`` are private (0600, 0700) whatever the umask; the
+writers here give them the mode a plain ``open``/``mkdir`` would, so colleagues of the group read a
+run on a shared filesystem exactly as far as the user's umask allows.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,20 @@ from pathlib import Path
 from vqa_r1.errors import UserError
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux shows it (``os.umask`` can only
+    be read by setting it, which races with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``target`` in one rename.
@@ -25,6 +44,7 @@ def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[P
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
+        tmp.chmod(0o777 & ~current_umask())
         yield tmp
         if keep_existing and target.exists():
             shutil.rmtree(tmp)
@@ -53,6 +73,7 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if fsync:
