@@ -322,7 +322,15 @@ def test_a_failed_local_job_is_reported_in_one_line(tmp_path):
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: evaluate failed: "), out.stderr
     assert "Traceback" not in out.stderr and "log: " in errors[0]
-    assert Path(errors[0].rsplit("log: ", 1)[1]).is_file()
+    log = errors[0].rsplit("log: ", 1)[1]
+    assert Path(log).is_file()
+    # the dead job is FAILED in status, with the exception's line and the log to read
+    status = launch("status", str(tmp_path / "run"))
+    assert status.returncode == 0, status.stderr
+    first, reason = status.stdout.splitlines()[:2]
+    assert " FAILED " in first and "run FAILED" in first and "RUNNING" not in status.stdout
+    assert reason.strip() == f"model.path: {empty} has no config.json (expected a saved model " \
+        f"folder); log: {log}"  # fmt: skip
 
 
 @pytest.mark.parametrize(

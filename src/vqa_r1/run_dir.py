@@ -8,7 +8,12 @@ RUN_DIR/checkpoints/         checkpoint-N/ with adapter, optimizer, scheduler, R
 RUN_DIR/metrics.jsonl        one line per logging step (trimmed to the checkpoint on resume)
 RUN_DIR/completions.jsonl    sampled prompts, completions and rewards
 RUN_DIR/final/               the final adapter and processor
-RUN_DIR/status.json          state, steps, requeues, timings
+RUN_DIR/status.json          state, steps, requeues, timings; a failure's reason and log
+
+A run that ends other than by finishing says so in status.json (``failures_recorded``): FAILED
+with the exception's one line (a full disk named as such) and the log to read, or INTERRUPTED
+(Ctrl-C, SIGTERM outside SLURM). A process killed without a chance to write (SIGKILL, the OOM
+killer) leaves RUNNING with its pid and host, which `launch.py status` checks on that host.
 
 In a job with several processes the run directory is the run's, not a process's: status.json,
 metrics.jsonl, completions.jsonl and final/ are written by rank 0 alone (vqa_r1.ranks); a
@@ -17,9 +22,17 @@ checkpoint by all ranks together (train/trainer_hooks.py).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
+import os
 import re
+import shutil
+import signal
+import socket
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,3 +152,156 @@ class RunDir:
             if r.get("step", 0) <= max_step
         ]
         atomic_write_text(self.metrics, "".join(f"{json.dumps(r)}\n" for r in kept))
+
+
+# ------------------------------------------------------------------------------- failures
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside SLURM, raised where the process was, as Ctrl-C raises KeyboardInterrupt
+    (``except Exception`` in library code does not swallow it)."""
+
+
+# torch's checkpoint writer reports a failed write as an assertion of its own C++ file, the errno
+# lost: "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"
+_TORCH_WRITE_FAILED = ("inline_container.cc", "PytorchStreamWriter", "file write failed")
+_LOW_SPACE_BYTES = 64 * 2**20
+
+
+def _free_bytes(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(candidate).free
+    return None
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def failure_reason(err: BaseException, where: str | Path) -> str:
+    """One line for a run that failed with ``err`` while writing under ``where``.
+
+    A full disk says so and where, whatever raised it (an OSError with ENOSPC or EDQUOT,
+    safetensors' "No space left on device", or torch's write assertion that names only its own
+    source file), with the free space measured there now."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if isinstance(err, UserError):
+        line = first or type(err).__name__
+    else:
+        line = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    where = Path(where)
+    full = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    full = full or "no space left on device" in str(err).lower() or "StorageFull" in str(err)
+    torch_write = any(marker in str(err) for marker in _TORCH_WRITE_FAILED)
+    if not (full or torch_write):
+        return line[:500]
+    target = Path(err.filename) if isinstance(err, OSError) and err.filename else where
+    free = _free_bytes(target)
+    free_text = f"{_size(free)} free there now" if free is not None else "free space unknown"
+    if full or (free is not None and free < _LOW_SPACE_BYTES):
+        return (
+            f"no space left on device writing under {target} ({free_text}): free space or "
+            f"choose another --output-dir, then run the same command to resume from the latest "
+            f"complete checkpoint [{line[:200]}]"
+        )
+    return (
+        f"a write under {target} failed; is the disk full or over quota? ({free_text}) "
+        f"[{line[:200]}]"
+    )
+
+
+ENDED = ("COMPLETED", "FAILED", "INTERRUPTED", "STOPPED", "REQUEUED", "MAX_REQUEUES_REACHED")
+
+
+@contextlib.contextmanager
+def failures_recorded(
+    run_dir: str | Path, log_file: str | Path | None = None, sigterm: bool = True
+) -> Iterator[None]:
+    """Whatever ends the work inside, status.json does not say RUNNING afterwards.
+
+    An exception: FAILED with ``failure_reason`` and ``log_file`` (the job's log, where its
+    traceback is); Ctrl-C: INTERRUPTED; ``sigterm`` (outside SLURM, where SLURM's requeue logic
+    does not own the signal): SIGTERM raises ``Terminated`` here, then INTERRUPTED. A state the
+    work recorded itself (COMPLETED, STOPPED, REQUEUED, ...) is left alone; so is a folder that
+    was never created (a run refused before it began). Rank 0 alone writes.
+    """
+    root = Path(run_dir)
+    before = _state_and_time(root)  # an end state written before this attempt is replaced
+    previous = None
+    if sigterm and threading.current_thread() is threading.main_thread():
+
+        def terminated(signum: int, frame: object) -> None:
+            raise Terminated("SIGTERM")
+
+        previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+        if before[0] in ("FAILED", "INTERRUPTED") and _state_and_time(root) == before:
+            # work that records no state of its own (evaluate) ended well this time
+            _record_end(root, {"state": "COMPLETED", "reason": None}, None, before, force=True)
+    except BaseException as err:
+        if isinstance(err, SystemExit) and err.code in (0, None):
+            raise
+        if isinstance(err, KeyboardInterrupt):
+            name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C (SIGINT)"
+            fields = {"state": "INTERRUPTED", "reason": f"interrupted by {name}"}
+        elif isinstance(err, SystemExit):
+            fields = {"state": "FAILED", "reason": f"exited with code {err.code}"}
+        else:
+            fields = {"state": "FAILED", "reason": failure_reason(err, root)}
+        _record_end(root, fields, log_file, before)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _state_and_time(root: Path) -> tuple[str | None, str | None]:
+    try:
+        status = RunDir(root).status()
+    except (OSError, ValueError):  # a torn or unreadable status.json is replaced
+        return None, None
+    return status.get("state"), status.get("updated")
+
+
+def _record_end(
+    root: Path,
+    fields: dict[str, Any],
+    log_file: str | Path | None,
+    before: tuple,
+    force: bool = False,
+) -> None:
+    if not ranks.is_main() or not root.is_dir():
+        return
+    now = _state_and_time(root)
+    if now[0] in ENDED and now != before and not force:  # the work recorded how it ended (REQUEUED, ...)
+        return
+    rd = RunDir(root)
+    try:
+        rd.update_status(**fields, log=str(log_file) if log_file else None)
+    except OSError as err:  # a full disk may refuse this too: the log still has it
+        log.error("could not record %s in %s: %s", fields["state"], rd.status_file, err)
+
+
+def process_alive(pid: int, host: str | None) -> bool | None:
+    """Whether process ``pid`` of ``host`` still runs; None when this host cannot tell."""
+    if host != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def this_process() -> dict[str, Any]:
+    """The fields that let `status` tell a running run from a killed one."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}

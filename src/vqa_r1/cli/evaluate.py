@@ -8,6 +8,7 @@ from vqa_r1.cli.common import add_run_arguments, run_spec
 from vqa_r1.eval.evaluate import evaluate
 from vqa_r1.launch.plan import resolve_run
 from vqa_r1.logging_setup import setup_logging
+from vqa_r1.run_dir import failures_recorded
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "evaluate") -> None:
@@ -18,7 +19,8 @@ def run(args: argparse.Namespace) -> int:
 
     setup_logging()
     config, out_dir = resolve_run(run_spec(args, "evaluate"))
-    scores = evaluate(config, out_dir, adapter=args.adapter)
+    with failures_recorded(out_dir):  # an exception or a kill is FAILED / INTERRUPTED there
+        scores = evaluate(config, out_dir, adapter=args.adapter)
     lo, hi = scores["accuracy_ci_95"]
     print(
         f"{config.model.name} on {scores['split']}: accuracy {scores['accuracy']:.3f} "

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vqa_r1.cli.common import add_run_arguments, run_spec
 from vqa_r1.launch.plan import resolve_run
 from vqa_r1.logging_setup import setup_logging
+from vqa_r1.run_dir import failures_recorded
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -18,6 +20,11 @@ def run(args: argparse.Namespace) -> int:
 
     setup_logging()
     config, run_dir = resolve_run(run_spec(args, args.verb))
-    status = train(config, run_dir)
+    with failures_recorded(run_dir):  # an exception or a kill is FAILED / INTERRUPTED there
+        status = train(config, run_dir)
+    if status.get("state") == "INTERRUPTED":
+        print(f"{args.verb} interrupted: {status.get('reason')}; run directory {run_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 130
     print(f"{args.verb} finished: {status.get('global_step')} steps; run directory {run_dir}")
     return 0

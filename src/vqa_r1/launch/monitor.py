@@ -31,6 +31,7 @@ from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
 from vqa_r1.report.experiment import EXPERIMENT_FILE  # an experiment's chain: steps as a pipeline's
+from vqa_r1.run_dir import process_alive
 
 JOBS_FILE = "jobs.json"
 PIPELINE_FILE = "pipeline.json"
@@ -46,6 +47,8 @@ FINAL_STATES = {
     "PREEMPTED",
     "BOOT_FAIL",
     "DEADLINE",
+    "INTERRUPTED",  # status.json's own, for local runs: Ctrl-C or SIGTERM
+    "DEAD",  # status.json said RUNNING, but its process is gone
 }
 JOB_ID = re.compile(r"^\d+(_\d+)?$")
 
@@ -251,12 +254,22 @@ class JobStatus:
 
 def run_info(run_dir: Path | None) -> dict[str, Any]:
     """What the run itself says: status.json state, last logged step, evaluation scores."""
-    info: dict[str, Any] = {"state": None, "step": None, "requeues": None}
+    info: dict[str, Any] = {"state": None, "step": None, "requeues": None, "reason": None}
     if run_dir is None:
         return info
     status_file = run_dir / "status.json"
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
     info["state"] = status.get("state")
+    if status.get("reason"):
+        info["reason"] = status["reason"] + (f"; log: {status['log']}" if status.get("log") else "")
+    if info["state"] == "RUNNING" and status.get("pid"):
+        if process_alive(int(status["pid"]), status.get("host")) is False:
+            # killed with no chance to write (SIGKILL, the OOM killer): it runs no more
+            info["state"] = "DEAD"
+            info["reason"] = (
+                f"process {status['pid']} on {status['host']} is gone but status.json says "
+                "RUNNING: killed (SIGKILL, out of memory?); the same command resumes"
+            )
     info["step"] = status.get("global_step")
     if "requeues" in status:
         info["requeues"] = status["requeues"]
@@ -283,6 +296,7 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
         run_state=info["state"],
         last_step=info["step"],
         run_dir=str(entry.run_dir) if entry.run_dir else None,
+        note=info["reason"] or "",
     )
     if executor == "local" or (not job and entry.recorded_state):
         status.state = entry.recorded_state or info["state"] or "UNKNOWN"

@@ -26,7 +26,7 @@ from vqa_r1.judge.job import JudgeJobConfig, run_job
 from vqa_r1.launch.cuda_check import require_usable_cuda
 from vqa_r1.launch.distributed import export_torch_distributed
 from vqa_r1.logging_setup import setup_logging
-from vqa_r1.run_dir import RunDir
+from vqa_r1.run_dir import RunDir, failures_recorded
 from vqa_r1.train.merge import merge_adapter
 from vqa_r1.train.pretrain import PretrainConfig, pretrain
 
@@ -49,10 +49,13 @@ class Task:
         setup_logging()
         export_torch_distributed()
         log.info("task %s in %s (restart count %s)", self.verb, self.run_dir, restart_count())
-        if self.uses_cuda:
-            # a GPU job never trains or evaluates on the CPU: fail now, with the fix
-            require_usable_cuda(self.gpus)
-        return self.run()
+        # a failure reaches status.json with its reason and this job's log; outside SLURM,
+        # SIGTERM ends the task as Ctrl-C does (in SLURM it belongs to launch/requeue.py)
+        with failures_recorded(self.run_dir, job_log(), sigterm=not in_slurm()):
+            if self.uses_cuda:
+                # a GPU job never trains or evaluates on the CPU: fail now, with the fix
+                require_usable_cuda(self.gpus)
+            return self.run()
 
     def run(self) -> dict:
         raise NotImplementedError
@@ -89,7 +92,10 @@ class TrainTask(Task):
 
         controller = install_graceful_requeue(self.signal_delay_s)
         status = train(
-            self.run_config(), self.run_dir, callbacks=[controller] if controller else []
+            self.run_config(),
+            self.run_dir,
+            callbacks=[controller] if controller else [],
+            sigterm_stops=not in_slurm(),  # in a SLURM job SIGTERM is launch/requeue.py's
         )
         if controller is None:
             return status
@@ -171,6 +177,18 @@ def mark(run_dir: str, **fields) -> None:
         RunDir(Path(run_dir)).update_status(**fields)
     except OSError as err:  # status is informative; never block a requeue on it
         log.warning("could not update status.json: %s", err)
+
+
+def job_log() -> Path | None:
+    """This task's stderr log, where submitit writes the traceback of a failure."""
+    try:
+        return submitit.JobEnvironment().paths.stderr
+    except Exception:  # not inside a submitit job (a task called directly)
+        return None
+
+
+def in_slurm() -> bool:
+    return bool(os.environ.get("SLURM_JOB_ID"))
 
 
 def restart_count() -> int:

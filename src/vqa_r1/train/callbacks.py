@@ -1,9 +1,13 @@
-"""Trainer callbacks and reward wrappers that write a run's metrics and sampled completions."""
+"""Trainer callbacks and reward wrappers that write a run's metrics and sampled completions, and
+stop a run at a step boundary on Ctrl-C."""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,9 @@ from transformers import TrainerCallback
 
 from vqa_r1 import ranks
 from vqa_r1.rewards import completion_text
+from vqa_r1.run_dir import Terminated
+
+log = logging.getLogger(__name__)
 
 
 class JsonlMetrics(TrainerCallback):
@@ -65,3 +72,52 @@ def recording_reward(fn: Callable, path: Path, every: int, **fixed: Any) -> Call
 
     wrapped.__name__ = fn.__name__
     return wrapped
+
+
+class StopOnInterrupt(TrainerCallback):
+    """Ctrl-C (and SIGTERM outside SLURM) stops training at the next step boundary with a
+    checkpoint there, as SLURM's warning signal does (launch/requeue.py): the signal only sets a
+    flag, since stopping inside an optimizer step could save a state that never existed. A second
+    signal stops at once (KeyboardInterrupt or ``Terminated``; the latest periodic checkpoint is
+    then where a re-run resumes). Several processes share the flag at each boundary, so all stop
+    at the same step. ``stopped_by``: the signal that stopped training, once it has.
+    """
+
+    def __init__(self, sigterm: bool = True):
+        self.signals = (signal.SIGINT, signal.SIGTERM) if sigterm else (signal.SIGINT,)
+        self.received: str | None = None
+        self.stopped_by: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers belong to the main thread
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.received is not None:
+            log.warning("%s again: stopping now, without a checkpoint", name)
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(name)
+        self.received = name
+        log.warning(
+            "%s: checkpoint at the next step boundary, then stop (%s again: stop at once)",
+            name,
+            "Ctrl-C" if signum == signal.SIGINT else "the signal",
+        )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        received = self.received is not None
+        if ranks.world_size() > 1:
+            received = ranks.any_rank(received)
+        if received and not control.should_training_stop:
+            self.stopped_by = self.received or "a signal to another process"
+            log.info("stopping at step %d (%s): checkpoint", state.global_step, self.stopped_by)
+            control.should_save = True
+            control.should_training_stop = True

@@ -22,8 +22,8 @@ from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.models.loading import load_model
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
-from vqa_r1.run_dir import RunDir, latest_checkpoint
-from vqa_r1.train.callbacks import JsonlMetrics, recording_reward
+from vqa_r1.run_dir import RunDir, latest_checkpoint, this_process
+from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
 from vqa_r1.train.progress import make_quiet
 from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin, EpochOrderSamplerMixin
 
@@ -175,6 +175,7 @@ def train(
     run_dir: str | Path,
     callbacks: Sequence[Any] = (),
     progress: str | None = None,
+    sigterm_stops: bool = True,
 ) -> dict:
     """Train (or resume) into ``run_dir``; returns the final status.
 
@@ -183,6 +184,9 @@ def train(
     is written, the status says STOPPED, no final adapter is saved, and the caller decides what
     comes next (the job requeues). ``progress``: a label for one quiet progress bar
     (train/progress.py) instead of the Trainer's console logs; metrics.jsonl is written either way.
+    Ctrl-C (and SIGTERM when ``sigterm_stops``; a SLURM job's SIGTERM is its requeue
+    controller's) stops at the next step boundary with a checkpoint: INTERRUPTED, and the same
+    call resumes there.
     """
     import torch
 
@@ -210,6 +214,9 @@ def train(
             starts=restarts + 1,
             resumed_from=str(resume) if resume else None,
             world_size=ranks.world_size(),
+            reason=None,
+            log=None,
+            **this_process(),
         )
 
     loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
@@ -225,10 +232,15 @@ def train(
         config.data.with_reasoning,
         config.data.rationale,
     )
-    trainer = build_trainer(config, rd, loaded, rows, callbacks)
+    interrupt = StopOnInterrupt(sigterm=sigterm_stops)
+    trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt])
     if progress:
         make_quiet(trainer, progress)
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    interrupt.install()
+    try:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    finally:
+        interrupt.restore()
     # a callback may stop training at a step boundary (its checkpoint is written); a stop during
     # the last step still leaves a complete run
     # (all ranks stop at the same step: launch/requeue.py shares the decision)
@@ -249,6 +261,15 @@ def train(
             "global_step": step,
             "rank": ranks.rank(),
         }
+    if not done and interrupt.stopped_by:
+        saved = latest_checkpoint(rd.checkpoints)
+        where = f"{saved.name} saved" if saved else "no checkpoint saved"
+        rd.update_status(
+            state="INTERRUPTED",
+            global_step=step,
+            reason=f"{interrupt.stopped_by} at step {step}: {where}; the same command resumes",
+        )
+        return rd.status()
     if not done:
         rd.update_status(state="STOPPED", global_step=step)
         return rd.status()

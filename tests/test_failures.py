@@ -1,0 +1,115 @@
+"""Failures reach status.json: an exception, Ctrl-C, SIGTERM, a full disk, a killed process."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vqa_r1 import run_dir as rd_module
+from vqa_r1.errors import UserError
+from vqa_r1.launch import monitor
+from vqa_r1.run_dir import RunDir, Terminated, failure_reason, failures_recorded
+
+
+def status(root: Path) -> dict:
+    return json.loads((root / "status.json").read_text())
+
+
+def test_an_exception_is_failed_with_its_line_and_log(tmp_path):
+    (tmp_path / "config.yaml").write_text("verb: sft\n")
+    RunDir(tmp_path).update_status(state="RUNNING")
+    with pytest.raises(ValueError), failures_recorded(tmp_path, tmp_path / "job.err"):
+        raise ValueError("bad value in row 3\nsecond line of detail")
+    got = status(tmp_path)
+    assert got["state"] == "FAILED"
+    assert got["reason"] == "ValueError: bad value in row 3"
+    assert got["log"] == str(tmp_path / "job.err")
+    line = monitor.status_report(str(tmp_path))  # a local run: the state is the run's own
+    assert "run FAILED" in line and "ValueError: bad value in row 3; log: " in line, line
+
+
+def test_a_user_error_is_its_message_and_a_new_failure_replaces_an_old_one(tmp_path):
+    RunDir(tmp_path).update_status(state="FAILED", reason="old")
+    with pytest.raises(UserError), failures_recorded(tmp_path):
+        raise UserError("model.path: /x has no config.json")
+    assert status(tmp_path)["reason"] == "model.path: /x has no config.json"
+    with failures_recorded(tmp_path):  # the same work ends well the next time
+        pass
+    assert status(tmp_path)["state"] == "COMPLETED" and status(tmp_path)["reason"] is None
+
+
+def test_ctrl_c_and_sigterm_are_interrupted(tmp_path):
+    with pytest.raises(KeyboardInterrupt), failures_recorded(tmp_path):
+        raise KeyboardInterrupt
+    assert status(tmp_path)["state"] == "INTERRUPTED"
+    assert "Ctrl-C" in status(tmp_path)["reason"]
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated), failures_recorded(tmp_path):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here
+    assert status(tmp_path)["reason"] == "interrupted by SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) == before  # the previous handler is back
+
+
+def test_an_end_the_work_recorded_itself_is_kept(tmp_path):
+    rd = RunDir(tmp_path)
+    rd.update_status(state="RUNNING")
+    with pytest.raises(SystemExit), failures_recorded(tmp_path):
+        rd.update_status(state="REQUEUED")  # SLURM requeue: submitit exits after checkpoint()
+        raise SystemExit(-1)
+    assert status(tmp_path)["state"] == "REQUEUED"
+
+
+def test_a_run_never_created_gets_no_folder(tmp_path):
+    with pytest.raises(UserError), failures_recorded(tmp_path / "run"):
+        raise UserError("refused")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_full_disk_says_so_and_where_never_torchs_source_file_alone(tmp_path, monkeypatch):
+    """torch's writer on a full disk: the real error, from a file that can take no byte."""
+    import torch
+
+    target = tmp_path / "checkpoint-3" / "optimizer.pt"
+    target.parent.mkdir()
+    target.symlink_to("/dev/full")  # every write fails with ENOSPC
+    with pytest.raises(RuntimeError) as caught:
+        torch.save({"w": torch.zeros(1000)}, str(target))
+    assert "inline_container.cc" in str(caught.value)
+    free = {"bytes": 0}
+
+    class Usage:
+        def __init__(self, path):
+            self.free = free["bytes"]
+
+    monkeypatch.setattr(rd_module.shutil, "disk_usage", Usage)
+    reason = failure_reason(caught.value, tmp_path)
+    assert reason.startswith(f"no space left on device writing under {tmp_path} (0 B free")
+    free["bytes"] = 50 * 2**30  # plenty of room: some other write failure, said as such
+    reason = failure_reason(caught.value, tmp_path)
+    assert "disk full or over quota? (50.0 GiB free there now)" in reason
+    full = OSError(errno.ENOSPC, "No space left on device", str(target))
+    assert failure_reason(full, tmp_path).startswith(
+        f"no space left on device writing under {target}"
+    )
+
+
+def test_a_killed_run_is_not_shown_running(tmp_path):
+    """SIGKILL leaves status.json RUNNING: its pid and host tell status that it is gone."""
+    (tmp_path / "config.yaml").write_text("verb: sft\n")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    RunDir(tmp_path).update_status(state="RUNNING", pid=int(gone.stdout), host=socket.gethostname())
+    report = monitor.status_report(str(tmp_path))
+    assert "run RUNNING" not in report and "run DEAD" in report and "is gone" in report, report
+    RunDir(tmp_path).update_status(pid=os.getpid())  # this process runs: RUNNING it is
+    assert "run RUNNING" in monitor.status_report(str(tmp_path))
