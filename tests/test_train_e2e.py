@@ -1,6 +1,8 @@
 """End-to-end training on tiny models: run directory contents and exact resume after a crash."""
 
 import json
+import os
+import signal
 
 import pytest
 import torch
@@ -138,3 +140,30 @@ def test_incomplete_checkpoint_is_skipped(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         assert latest_checkpoint(root) == good
     assert "skipping incomplete checkpoint" in caplog.text and "checkpoint-4" in caplog.text
+
+
+class CtrlCAt(TrainerCallback):
+    """Ctrl-C in the middle of a step: the signal arrives while the step computes."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step + 1 == self.step:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_at_the_step_boundary_and_the_same_call_resumes(synthetic_dir, tmp_path):
+    run = tmp_path / "sft"
+    config = _config("sft", synthetic_dir, 4)
+    config.train.save_steps = 10  # no periodic checkpoint before the end: the one found is ours
+    status = runner.train(config, run, callbacks=[CtrlCAt(2)])
+    assert status["state"] == "INTERRUPTED" and status["global_step"] == 2
+    assert status["reason"] == "SIGINT at step 2: checkpoint-2 saved; the same command resumes"
+    assert latest_checkpoint(run / "checkpoints").name == "checkpoint-2"
+    assert not (run / "final").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    status = runner.train(config, run)
+    assert status["state"] == "COMPLETED" and status["global_step"] == 4
+    assert status["resumed_from"].endswith("checkpoint-2") and status["reason"] is None
