@@ -35,7 +35,12 @@ from vqa_r1.launch.doctor import constraints_file
 from vqa_r1.launch.monitor import log_path, record_job
 from vqa_r1.launch.submit import LaunchRequest, Resources, default_cluster, submit, wait_local
 from vqa_r1.launch.task import DoctorTask, JudgeTask, PretrainTask, task_for
-from vqa_r1.models.loading import cached_snapshot, download_command, incomplete_message
+from vqa_r1.models.loading import (
+    cached_snapshot,
+    check_adapter_base,
+    download_command,
+    incomplete_message,
+)
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import resolve_adapter
@@ -88,6 +93,8 @@ def resolve_run(spec: RunSpec) -> tuple[RunConfig, Path]:
     if spec.init_adapter:
         extra["init_adapter"] = str(Path(spec.init_adapter).resolve())
     config = load_config(spec.verb, spec.model, spec.recipe, spec.overrides, **extra)
+    if config.init_adapter:  # continued on the model it was trained on
+        check_adapter_base(config.init_adapter, config.model)
     run_dir = default_dir(f"{spec.verb}-{spec.model}", spec.output_dir)
     config.output_dir = str(run_dir)
     return config, run_dir
@@ -164,9 +171,10 @@ def request_for_config(
 
 def run_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
     """sft / grpo / evaluate (an adapter to evaluate must exist now; a pipeline's is made later)."""
-    if spec.adapter:
-        resolve_adapter(Path(spec.adapter).resolve())
+    adapter = resolve_adapter(Path(spec.adapter).resolve()) if spec.adapter else None
     config, run_dir = resolve_run(spec)
+    if adapter is not None:  # evaluated on the model it was trained on
+        check_adapter_base(adapter, config.model)
     return request_for_config(job, spec.verb, config, run_dir, spec.adapter), run_dir, config
 
 
@@ -176,6 +184,7 @@ def merge_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, 
         raise UserError("merge needs --adapter (a LoRA adapter folder or a run directory)")
     adapter = resolve_adapter(Path(spec.adapter).resolve())
     config = load_config("merge", spec.model, spec.recipe, spec.overrides)
+    check_adapter_base(adapter, config.model)
     run_dir = default_dir(f"merge-{spec.model}", spec.output_dir)
     config.output_dir = str(run_dir)
     job = replace(job, time=job.time or MERGE_TIME)

@@ -2,10 +2,16 @@
 
 Compute nodes often have no internet. A hub model missing from the local cache must fail fast with
 the command to run on a login node, never hang in a download retry loop inside a 12-hour allocation.
+
+A LoRA adapter belongs to one base model. PEFT loads one onto another model with only a warning
+(or none: weights for layers the model lacks are dropped), so an adapter is checked against its
+base twice: by the run that made it (its config.yaml, before anything is loaded or queued:
+``check_adapter_base``) and by its weights (every one must land in the model: ``_check_keys``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -13,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from vqa_r1.errors import UserError
 from vqa_r1.models.adapters import FamilyAdapter, get_adapter
-from vqa_r1.models.registry import FAMILIES, ModelSpec, get_spec
+from vqa_r1.models.registry import FAMILIES, MODELS, ModelSpec, get_spec
 from vqa_r1.models.tiny import TinySize, tiny_model_dir
 
 log = logging.getLogger(__name__)
@@ -180,5 +188,111 @@ def load_model(
     if adapter_path:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=trainable)
+        check_adapter_base(adapter_path, mc)
+        try:
+            model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=trainable)
+        except (RuntimeError, ValueError) as err:  # size mismatch, target modules not found
+            first = next((ln for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+            raise UserError(
+                f"{_mismatch(adapter_path, mc, path)}: PEFT cannot load it: {first[:300]}"
+            ) from None
+        _check_keys(model, Path(adapter_path), mc, path)
     return LoadedModel(spec, adapter, model, processor, path)
+
+
+_TINY_KEYS = ("tiny_seed", "tiny_hidden", "tiny_layers", "tiny_vocab")
+
+
+def adapter_run_model(adapter_dir: str | Path) -> dict | None:
+    """The ``model`` section of the run that made an adapter (final/ or checkpoints/checkpoint-N
+    of a run directory), or None for an adapter folder of unknown origin."""
+    adapter_dir = Path(adapter_dir)
+    for run in (adapter_dir.parent, adapter_dir.parent.parent):
+        config = run / "config.yaml"
+        if config.is_file():
+            try:
+                data = yaml.safe_load(config.read_text())
+            except (OSError, yaml.YAMLError):
+                return None
+            model = data.get("model") if isinstance(data, dict) else None
+            return model if isinstance(model, dict) and model.get("name") else None
+    return None
+
+
+def _describe(model: dict | Any) -> str:
+    get = model.get if isinstance(model, dict) else lambda k, d=None: getattr(model, k, d)
+    text = str(get("name"))
+    if get("path"):
+        text += f" (model.path {get('path')})"
+    elif text in {s.name for s in _random_tiny()}:
+        text += " ({})".format(", ".join(f"{k} {get(k)}" for k in _TINY_KEYS))
+    return text
+
+
+def _random_tiny() -> list[ModelSpec]:
+    return [s for s in MODELS.values() if s.tiny and not s.pretrained]
+
+
+def _resolved(path: str | None) -> str | None:
+    return str(Path(path).expanduser().resolve()) if path else None
+
+
+def check_adapter_base(adapter_dir: str | Path, model_config: Any) -> None:
+    """An adapter made by a run of this suite is used on the model that run trained, or refused
+    with both named (before a model is loaded or a job queued). Another registered model, another
+    ``model.path`` (a merged model), another random-init tiny model (seed or size): refused."""
+    made_on = adapter_run_model(adapter_dir)
+    if made_on is None:
+        return  # no run config beside it: the weights are checked when loaded (_check_keys)
+    mc = model_config
+    same = made_on.get("name") == mc.name and _resolved(made_on.get("path")) == _resolved(mc.path)
+    if same and not mc.path and mc.name in {s.name for s in _random_tiny()}:
+        same = all(made_on.get(k) == getattr(mc, k) for k in _TINY_KEYS)
+    if not same:
+        raise UserError(
+            f"adapter {adapter_dir} was trained on {_describe(made_on)}, not on "
+            f"{_describe(mc)}: use it with --model {made_on.get('name')}"
+            + (f" --set model.path={made_on['path']}" if made_on.get("path") else "")
+            + " (its run's config.yaml), or pick the adapter trained on this model"
+        )
+
+
+def _mismatch(adapter_dir: str | Path, mc: Any, path: Path) -> str:
+    base = "an unknown model"
+    try:
+        cfg = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+        base = cfg.get("base_model_name_or_path") or base
+    except (OSError, ValueError):
+        pass
+    return f"adapter {adapter_dir} (made for {base}) does not fit {_describe(mc)} ({path})"
+
+
+def _check_keys(model: Any, adapter_dir: Path, mc: Any, path: Path) -> None:
+    """Every weight of the adapter file has its place in the model, and every adapter weight of
+    the model came from the file (PEFT drops the first with no word and warns of the second)."""
+    from peft import get_peft_model_state_dict
+
+    stored = _stored_keys(adapter_dir)
+    if stored is None:
+        return
+    expected = set(get_peft_model_state_dict(model).keys())
+    dropped, missing = sorted(stored - expected), sorted(expected - stored)
+    if dropped or missing:
+        parts = []
+        if dropped:
+            parts.append(f"{len(dropped)} of its {len(stored)} weights have no place in it "
+                         f"(e.g. {dropped[0]})")  # fmt: skip
+        if missing:
+            parts.append(f"{len(missing)} adapter weights of the model are not in it "
+                         f"(e.g. {missing[0]})")  # fmt: skip
+        raise UserError(f"{_mismatch(adapter_dir, mc, path)}: {'; '.join(parts)}")
+
+
+def _stored_keys(adapter_dir: Path) -> set[str] | None:
+    file = adapter_dir / "adapter_model.safetensors"
+    if not file.exists():
+        return None  # a .bin adapter: PEFT's own warnings are all there is
+    from safetensors import safe_open
+
+    with safe_open(str(file), framework="pt") as fh:
+        return set(fh.keys())
