@@ -128,6 +128,14 @@ class RunDir:
             return json.loads(self.status_file.read_text())
         return {}
 
+    def failure(self) -> str | None:
+        """The reason a failed or interrupted run recorded (``failures_recorded``), or None."""
+        try:
+            status = self.status()
+        except (OSError, ValueError):
+            return None
+        return status.get("reason") if status.get("state") in ("FAILED", "INTERRUPTED") else None
+
     def update_status(self, **fields: Any) -> None:
         """Merge ``fields`` into status.json. Rank 0 alone writes it (``written_by_rank`` says
         so); on another rank this is a bug in the caller: logged, and nothing is written."""
@@ -280,12 +288,17 @@ def _record_end(
     if not ranks.is_main() or not root.is_dir():
         return
     now = _state_and_time(root)
-    if now[0] in ENDED and now != before and not force:  # the work recorded how it ended (REQUEUED, ...)
+    if (
+        now[0] in ENDED and now != before and not force
+    ):  # the work recorded how it ended (REQUEUED, ...)
         return
     rd = RunDir(root)
     try:
         rd.update_status(**fields, log=str(log_file) if log_file else None)
-    except OSError as err:  # a full disk may refuse this too: the log still has it
+    except (
+        OSError,
+        ValueError,
+    ) as err:  # ValueError: a torn status.json  # a full disk may refuse this too: the log still has it
         log.error("could not record %s in %s: %s", fields["state"], rd.status_file, err)
 
 

@@ -46,6 +46,7 @@ from vqa_r1.launch.plan import (
 )
 from vqa_r1.launch.submit import dry_run_text, pick_executor, submit, wait_local
 from vqa_r1.launch.sweep import run_sweep
+from vqa_r1.run_dir import RunDir
 from vqa_r1.train.pretrain import config_from_overrides
 
 JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
@@ -292,9 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                 result = wait_local(launched)
             except Exception as err:  # the job's traceback is in its log: one line here
                 log = m.log_path(record, stderr=True)
-                print(
-                    f"error: {args.verb} failed: {failure_reason(err)}; log: {log}", file=sys.stderr
-                )
+                reason = RunDir(run_dir).failure() or failure_reason(err)  # the job's account first
+                print(f"error: {args.verb} failed: {reason}; log: {log}", file=sys.stderr)
                 return 1
             print(f"{args.verb} finished: {summarise(result)}")
         return 0

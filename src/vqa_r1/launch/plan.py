@@ -43,7 +43,7 @@ from vqa_r1.models.loading import (
 )
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
-from vqa_r1.run_dir import resolve_adapter
+from vqa_r1.run_dir import RunDir, resolve_adapter
 from vqa_r1.train.pretrain import PretrainConfig
 
 MERGE_TIME = "01:00:00"
@@ -408,7 +408,8 @@ def run_job_here(
         result = wait_local(job)
     except Exception as err:
         log = log_path(record, stderr=True)
-        print(f"  {name} FAILED: {failure_reason(err)}; log: {log}", flush=True)
+        reason = RunDir(run_dir).failure() or failure_reason(err)  # the job's own account first
+        print(f"  {name} FAILED: {reason}; log: {log}", flush=True)
         return False
     print(f"  {name} finished: {summarise(result)}", flush=True)
     return True
