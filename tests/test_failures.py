@@ -113,3 +113,16 @@ def test_a_killed_run_is_not_shown_running(tmp_path):
     assert "run RUNNING" not in report and "run DEAD" in report and "is gone" in report, report
     RunDir(tmp_path).update_status(pid=os.getpid())  # this process runs: RUNNING it is
     assert "run RUNNING" in monitor.status_report(str(tmp_path))
+
+
+def test_a_chain_step_recorded_running_shows_how_its_run_ended(tmp_path):
+    """A local pipeline killed with its step: pipeline.json keeps RUNNING, the run knows better."""
+    run = tmp_path / "sft"
+    run.mkdir()
+    (run / "config.yaml").write_text("verb: sft\n")
+    RunDir(run).update_status(state="INTERRUPTED", reason="interrupted by SIGTERM")
+    monitor.record_job(run, "1", "local", run / "jobs", "slurm/launch.py pipeline ...")
+    steps = [{"name": "sft", "run_dir": str(run), "job_id": "1", "state": "RUNNING"}]
+    (tmp_path / "pipeline.json").write_text(json.dumps({"steps": steps}))
+    report = monitor.status_report(str(tmp_path))
+    assert "pipeline STOPPED: step sft ended INTERRUPTED" in report, report

@@ -291,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "local" and not job.no_wait:
             try:
                 result = wait_local(launched)
+            except KeyboardInterrupt:  # the job got the Ctrl-C too, and records how it ended
+                print(f"interrupted: see python slurm/launch.py status {run_dir}", file=sys.stderr)
+                return 130
             except Exception as err:  # the job's traceback is in its log: one line here
                 log = m.log_path(record, stderr=True)
                 reason = RunDir(run_dir).failure() or failure_reason(err)  # the job's account first
