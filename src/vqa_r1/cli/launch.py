@@ -299,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                 reason = RunDir(run_dir).failure() or failure_reason(err)  # the job's account first
                 print(f"error: {args.verb} failed: {reason}; log: {log}", file=sys.stderr)
                 return 1
+            if isinstance(result, dict) and result.get("state") == "INTERRUPTED":
+                print(f"{args.verb} interrupted: {result.get('reason')}", file=sys.stderr)
+                return 130
             print(f"{args.verb} finished: {summarise(result)}")
         return 0
     except UserError as err:
