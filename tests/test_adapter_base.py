@@ -67,7 +67,9 @@ def test_an_adapter_without_its_run_is_checked_by_its_weights(sft_run, tmp_path)
     message = str(caught.value)
     assert f"adapter {bare} (made for " in message and "does not fit tiny-qwen2.5-vl" in message
     assert "adapter weights of the model are not in it (e.g. " in message and "layers.2." in message
-    with pytest.raises(UserError, match=r"does not fit tiny-smolvlm.*28 of its 28 weights have no place in it"):
+    with pytest.raises(
+        UserError, match=r"does not fit tiny-smolvlm.*28 of its 28 weights have no place in it"
+    ):
         load_model(_tiny("tiny-smolvlm"), adapter_path=bare)
 
 
