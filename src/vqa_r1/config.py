@@ -13,6 +13,7 @@ registry (model names, reward names) are in vqa_r1.recipes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -22,6 +23,14 @@ import yaml
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
 from vqa_r1.typed_config import build, load_mapping, option, to_dict
+
+# the same words as vqa_r1.models.device (config sits below models: it may not import it)
+DEVICE_HELP = (
+    "where the model runs outside a Trainer (evaluate, merge, benchmarks); auto: the first CUDA "
+    "device if torch sees one, else the CPU; cuda or cuda:N: fail at once without a usable CUDA "
+    "device; cpu"
+)
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"
 
 # the job script of a GRPO vLLM server exports its URL here; the trainer reads it
 VLLM_URL_ENV = "VQA_R1_VLLM_URL"
@@ -42,6 +51,21 @@ class ModelConfig:
     attn_implementation: str = option("sdpa", help="transformers attention implementation")
     min_pixels: int | None = option(None, help="Qwen2.5-VL image processor lower pixel limit")
     max_pixels: int | None = option(None, help="Qwen2.5-VL image processor upper pixel limit")
+    image_splitting: bool | None = option(
+        None,
+        help="SmolVLM (do_image_splitting) and InternVL (crop_to_patches): cut the image into "
+        "tiles besides a global view; none: the checkpoint's setting",
+    )
+    image_longest_edge: int | None = option(
+        None,
+        help="SmolVLM: the image's longest edge in px before tiling (a multiple of the tile size, "
+        "512 or 384); none: the checkpoint's (2048 / 1536: up to 16 tiles)",
+        minimum=1,
+    )
+    max_image_tiles: int | None = option(
+        None, help="InternVL: most 448 px tiles when splitting (max_patches); none: 12", minimum=1
+    )
+    device: str = option("auto", help=DEVICE_HELP)
     generation_cache: Literal["auto", "on", "off"] = option(
         "auto", help="KV cache in generate(); auto: on, checked once against an uncached run"
     )
@@ -260,6 +284,8 @@ def check_values(config: RunConfig) -> None:
             f"train.vllm_gpu_memory_utilization must be in (0, 1] (a fraction of a GPU's memory), "
             f"got {util}"
         )
+    if not re.match(DEVICE_PATTERN, config.model.device):
+        raise UserError(f"model.device: {config.model.device!r} is not auto, cpu, cuda or cuda:N")
     if config.resources.mem_gb is not None and config.resources.mem_gb <= 0:
         raise UserError(f"resources.mem_gb must be positive, got {config.resources.mem_gb}")
     d = config.data

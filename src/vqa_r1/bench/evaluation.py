@@ -229,6 +229,7 @@ def startup_probe() -> None:
 
     from vqa_r1.data.datasets import open_split
     from vqa_r1.eval.evaluate import load_for_evaluation
+    from vqa_r1.models.device import resolve_device
     from vqa_r1.recipes import load_config
 
     t2 = time.perf_counter()
@@ -236,7 +237,7 @@ def startup_probe() -> None:
     ds = open_split(config.data, config.eval.split)
     ds = ds.select(range(min(config.eval.limit, len(ds))))
     t3 = time.perf_counter()
-    load_for_evaluation(config, spec["adapter"])
+    load_for_evaluation(config, spec["adapter"], resolve_device(config.model.device))
     t4 = time.perf_counter()
     phases = {
         "import torch": t1 - t0,
@@ -286,6 +287,7 @@ def _run(size: Size, repeats: int, work: Path, cold_start: bool) -> Result:
 
     from vqa_r1.data.datasets import dataset_dir
     from vqa_r1.eval.evaluate import evaluate, load_for_evaluation
+    from vqa_r1.models.device import resolve_device
     from vqa_r1.models.generation import GenerationSettings, Generator
     from vqa_r1.models.loading import load_model
 
@@ -298,8 +300,9 @@ def _run(size: Size, repeats: int, work: Path, cold_start: bool) -> Result:
         with tempfile.TemporaryDirectory(prefix="vqa-r1-cold-cache-") as cache:
             cold = measure_startup(size, adapter, cache=cache)
 
-    loaded = load_for_evaluation(ours_cfg, adapter)  # the adapter folded in, as evaluate loads it
-    unmerged = load_model(ours_cfg, adapter_path=adapter)  # how evaluate loaded it before
+    device = resolve_device(ours_cfg.model.device)  # the policy of evaluate (models/device.py)
+    loaded = load_for_evaluation(ours_cfg, adapter, device)  # folded in, as evaluate loads it
+    unmerged = load_model(ours_cfg, adapter_path=adapter, device=device)  # as evaluate did before
 
     def side(config: Any, name: str, model: Any = loaded.model) -> Callable[[], list[str]]:
         held = type(loaded)(loaded.spec, loaded.adapter, model, loaded.processor, loaded.path)

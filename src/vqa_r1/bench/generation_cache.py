@@ -38,11 +38,12 @@ QUICK = Size(lengths=(64, 128), items=1)
 
 def load_splitting_model() -> Any:
     """The shipped tiny SmolVLM, loaded through our loader, its processor set to split images."""
+    from vqa_r1.models.device import resolve_device
     from vqa_r1.models.loading import load_model
     from vqa_r1.recipes import load_config
 
     config = load_config("evaluate", MODEL)
-    loaded = load_model(config)
+    loaded = load_model(config, device=resolve_device(config.model.device))
     image_processor = loaded.processor.image_processor
     tile = image_processor.max_image_size["longest_edge"]
     image_processor.do_image_splitting = True

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vqa_r1.cli.common import add_run_arguments, run_spec
-from vqa_r1.eval.evaluate import evaluate
+from vqa_r1.eval.evaluate import evaluate, truncation_warning
 from vqa_r1.launch.plan import resolve_run
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.run_dir import failures_recorded
@@ -25,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{config.model.name} on {scores['split']}: accuracy {scores['accuracy']:.3f} "
         f"[{lo:.3f}, {hi:.3f}] (n={scores['n']}), format rate {scores['format_rate']:.3f}, "
-        f"cache {scores['generation_cache']}; results in {out_dir}"
+        f"cache {scores['generation_cache']}, device {scores['device']}; results in {out_dir}"
     )
+    if scores["truncated"]:
+        print(f"warning: {truncation_warning(scores)}", file=sys.stderr)
     return 0

@@ -12,8 +12,10 @@ their records carry ``answer_type`` so that `vqa-r1 score` rescores them the sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -22,13 +24,18 @@ from vqa_r1.answers import extract_answer
 from vqa_r1.config import RunConfig, save_config
 from vqa_r1.data.datasets import open_split
 from vqa_r1.data.prompts import problem_text
+from vqa_r1.errors import UserError
 from vqa_r1.eval.scoring import choice_key, score_responses
-from vqa_r1.io import atomic_write_json, atomic_write_text
+from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
+from vqa_r1.models.device import resolve_device
 from vqa_r1.models.generation import GenerationSettings, Generator
 from vqa_r1.models.loading import LoadedModel, load_model
 from vqa_r1.run_dir import resolve_adapter
 
 log = logging.getLogger(__name__)
+
+
+BATCHES = "batches.jsonl"
 
 
 def evaluate(
@@ -50,14 +57,6 @@ def evaluate(
     if ec.limit:
         ds = ds.select(range(min(ec.limit, len(ds))))
     adapter_path = resolve_adapter(adapter)
-    loaded = loaded or load_for_evaluation(config, adapter_path)
-    loaded.model.eval()
-    settings = GenerationSettings(
-        max_new_tokens=ec.max_new_tokens, cache=config.model.generation_cache
-    )
-    gen = Generator(loaded, settings, config.data.instruction)
-    from PIL import Image
-
     columns = ds.column_names
     choice = "answer_type" in columns and len(ds) > 0 and set(ds["answer_type"]) == {"choice"}
     if "problem" in columns:
@@ -66,14 +65,62 @@ def evaluate(
         questions = [problem_text(c) for c in ds["caption"]]
     labels = ds["label"]
     paths = ds["image_path"]
-    outputs: list[str] = []
-    started = time.perf_counter()
+    items = [questions, list(paths), [str(x) for x in labels]]
+    batches = BatchLog(out / BATCHES, _fingerprint(config, adapter_path, items))
+    done = batches.read(ec.batch_size, len(questions))
+    outputs = [text for b in done for text in b["outputs"]]
+    truncated = [flag for b in done for flag in b["truncated"]]
+    if done:
+        log.info(
+            "%s: %d of %d items done by an earlier attempt; generating the other %d",
+            batches.path,
+            len(outputs),
+            len(questions),
+            len(questions) - len(outputs),
+        )
+    if len(outputs) < len(questions):
+        if loaded is None:
+            device = resolve_device(config.model.device)
+            loaded = load_for_evaluation(config, adapter_path, device)
+        loaded.model.eval()
+        device = loaded.device or str(next(loaded.model.parameters()).device)
+    else:  # every batch was generated before (or there are no items): only the files are written
+        device = done[-1]["device"] if done else "none"
+    settings = GenerationSettings(
+        max_new_tokens=ec.max_new_tokens, cache=config.model.generation_cache
+    )
+    gen = Generator(loaded, settings, config.data.instruction)
+    if done and done[0].get("generation_cache"):  # decide as the first attempt did
+        first = done[0]
+        gen.restore_cache_decision(first["generation_cache"], first["use_cache"], first["check"])
+    from PIL import Image
+
     bar = _progress(len(questions), f"evaluate {config.model.name}", progress)
-    for start in range(0, len(questions), ec.batch_size):
+    bar(len(outputs))
+    for start in range(len(outputs), len(questions), ec.batch_size):
+        began = time.perf_counter()
         images = [Image.open(p).convert("RGB") for p in paths[start : start + ec.batch_size]]
-        outputs += gen.generate(images, questions[start : start + ec.batch_size])
+        texts = gen.generate(images, questions[start : start + ec.batch_size])
+        flags = list(getattr(gen, "last_truncated", None) or [False] * len(texts))
+        batches.append(
+            {
+                "start": start,
+                "outputs": texts,
+                "truncated": flags,
+                "seconds": time.perf_counter() - began,
+                "device": device,
+                "generation_cache": gen.cache_decision,
+                "use_cache": getattr(gen, "use_cache", None),
+                "check": getattr(gen, "cache_check", None),
+            }
+        )
+        outputs += texts
+        truncated += flags
         bar(len(images))
-    seconds = time.perf_counter() - started
+    done = batches.read(ec.batch_size, len(questions))
+    # the time generation took over every attempt (a requeue's wait is not in it)
+    seconds = sum(b["seconds"] for b in done)
+    first = done[0] if done else {}
     # the study's two fields, plus the claim so the judge needs no side file
     if choice:
         truths = list(ds["solution"])
@@ -89,13 +136,19 @@ def evaluate(
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
     scores.update(
-        generation_cache=gen.cache_decision,
+        generation_cache=first.get("generation_cache", gen.cache_decision),
+        generation_cache_check=first.get("check"),
+        device=", ".join(dict.fromkeys(b["device"] for b in done)) or device,
+        max_new_tokens=ec.max_new_tokens,
+        truncated=sum(truncated),
         seconds=round(seconds, 2),
         items_per_second=round(len(records) / seconds, 2) if seconds else None,
         model=config.model.name,
         adapter=str(adapter_path) if adapter_path else None,
         split=ec.split,
     )
+    if scores["truncated"]:
+        log.warning(truncation_warning(scores))
     atomic_write_json(out / "generated_responses.json", records)
 
     lines = [
@@ -105,6 +158,7 @@ def evaluate(
                 "relation": (relations[i] if relations else None),
                 "label": labels[i] if choice else int(labels[i]),
                 "response": outputs[i],
+                "truncated": truncated[i],
                 **_readings(outputs[i], choice),
             }
         )
@@ -113,6 +167,76 @@ def evaluate(
     atomic_write_text(out / "predictions.jsonl", "\n".join(lines) + "\n")
     atomic_write_json(out / "scores.json", scores)
     return scores
+
+
+def truncation_warning(scores: dict) -> str:
+    return (
+        f"{scores['truncated']} of {scores['n']} generations stopped at eval.max_new_tokens="
+        f"{scores['max_new_tokens']} before their end: reasoning cut before <answer> is scored "
+        "wrong. Raise it (--set eval.max_new_tokens=N) to at least what training generated "
+        "(train.max_completion_length)"
+    )
+
+
+def _fingerprint(config: RunConfig, adapter_path: Path | None, items: list) -> str:
+    """What the generated text depends on: the model, data and generation settings, the adapter,
+    the items. A batch log written under other settings is never continued."""
+    settings = config.to_dict()
+    what = {
+        "model": {k: v for k, v in settings["model"].items() if k != "device"},
+        "data": settings["data"],
+        "eval": {k: v for k, v in settings["eval"].items() if k != "answer_rule"},
+        "adapter": str(adapter_path) if adapter_path else None,
+        "items": items,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class BatchLog:
+    """``batches.jsonl``: one line per generated batch, appended as each batch ends, so that a
+    killed or requeued evaluation continues after the last complete batch.
+
+    The first line names the settings (a fingerprint); each further line is one batch: its first
+    item, texts, truncation flags, seconds, and the generation-cache decision (a resumed run
+    reuses the first attempt's, so its texts are those an uninterrupted run would give). A line
+    is written with one ``write`` and flushed to disk; a line torn by a kill is not a batch: on
+    reading it is dropped and the file is rewritten without it before anything is appended."""
+
+    def __init__(self, path: Path, fingerprint: str):
+        self.path = path
+        self.fingerprint = fingerprint
+
+    def read(self, batch_size: int, total: int) -> list[dict]:
+        """The complete batches, in order; starts the file when there is none."""
+        records = read_jsonl(self.path, missing_ok=True, partial_last_line=True)
+        if not records:
+            atomic_write_text(self.path, json.dumps({"fingerprint": self.fingerprint}) + "\n")
+            return []
+        if records[0].get("fingerprint") != self.fingerprint:
+            raise UserError(
+                f"{self.path}: these predictions were generated with other settings (model, "
+                "adapter, data or eval.*) than this evaluation's; evaluate into another "
+                "--output-dir, or remove the file to start over"
+            )
+        batches = []
+        for record in records[1:]:
+            start = len(batches) * batch_size
+            size = min(batch_size, total - start)
+            if record.get("start") != start or len(record.get("outputs", ())) != size:
+                break  # written with another batch size or cut short: not a batch of this run
+            batches.append(record)
+        kept = [records[0], *batches]
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept)
+        if self.path.read_bytes() != text.encode("utf-8"):
+            atomic_write_text(self.path, text)
+        return batches
+
+    def append(self, record: dict) -> None:
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        with open(self.path, "ab") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 def _readings(response: str, choice: bool) -> dict:
@@ -125,7 +249,9 @@ def _readings(response: str, choice: bool) -> dict:
     }
 
 
-def load_for_evaluation(config: RunConfig, adapter_path: str | Path | None = None) -> LoadedModel:
+def load_for_evaluation(
+    config: RunConfig, adapter_path: str | Path | None = None, device: str | None = None
+) -> LoadedModel:
     """The model of ``config`` for generation, a LoRA adapter folded into float32 weights.
 
     Unmerged, PEFT adds two low-rank matmuls and a Python detour to every wrapped projection at
@@ -137,7 +263,7 @@ def load_for_evaluation(config: RunConfig, adapter_path: str | Path | None = Non
     """
     import torch
 
-    loaded = load_model(config, adapter_path=adapter_path)
+    loaded = load_model(config, adapter_path=adapter_path, device=device)
     model = loaded.model
     if adapter_path and hasattr(model, "merge_and_unload"):
         if next(model.parameters()).dtype == torch.float32:

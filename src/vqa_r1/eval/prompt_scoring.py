@@ -35,6 +35,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.eval.evaluate import _progress
 from vqa_r1.eval.scoring import score_responses
 from vqa_r1.io import atomic_write_json, atomic_write_text
+from vqa_r1.models.device import resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.models.virtual_prompt import VirtualPromptModel
 
@@ -58,7 +59,10 @@ def load_prompt(adapter_dir: str | Path) -> Any:
 def _load(config: Any) -> Any:
     from vqa_r1.config import ModelConfig
 
-    loaded = load_model(ModelConfig(name=config.model, path=config.model_path, dtype="float32"))
+    device = resolve_device(getattr(config, "device", "auto"), "device")
+    loaded = load_model(
+        ModelConfig(name=config.model, path=config.model_path, dtype="float32"), device=device
+    )
     loaded.model.eval()
     return loaded
 
@@ -130,6 +134,7 @@ def evaluate_prompt(
         split=split,
         prompt=str(adapter) if adapter else None,
         num_virtual_tokens=int(prompt.shape[0]) if prompt is not None else 0,
+        device=getattr(loaded, "device", None) or str(next(loaded.model.parameters()).device),
         seconds=round(seconds, 2),
         items_per_second=round(len(records) / seconds, 2) if seconds else None,
     )

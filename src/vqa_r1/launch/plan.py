@@ -122,6 +122,7 @@ def request_for_config(
         raise UserError(f"processes per node: {verb} runs one process; only training has more")
     if gpus < 0 or nodes < 1:
         raise UserError(f"--gpus must be >= 0 and --nodes >= 1, got {gpus} and {nodes}")
+    gpus, nodes = one_writer(verb, gpus, nodes)
     processes = processes_per_node(config, gpus, requested)  # the vLLM server's GPUs left out
     check_grpo_batch(config, processes * nodes)
     for note in check_vllm(config, gpus, processes * nodes):
@@ -169,6 +170,18 @@ def request_for_config(
     )
 
 
+def one_writer(verb: str, gpus: int, nodes: int) -> tuple[int, int]:
+    """Evaluate and merge run one process: one GPU on one node. SLURM starts a task per GPU, and
+    two tasks of one evaluation would write the same output files; more GPUs would sit idle."""
+    if verb in ("sft", "grpo") or (gpus <= 1 and nodes <= 1):
+        return gpus, nodes
+    _note(
+        f"{verb} runs one process on one GPU: asking for {min(gpus, 1)} GPU(s) on 1 node, not "
+        f"{gpus} GPU(s) on {nodes} node(s) (several evaluations at once: one job each)"
+    )
+    return min(gpus, 1), 1
+
+
 def run_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
     """sft / grpo / evaluate (an adapter to evaluate must exist now; a pipeline's is made later)."""
     adapter = resolve_adapter(Path(spec.adapter).resolve()) if spec.adapter else None
@@ -196,7 +209,8 @@ def pretrain_request(
 ) -> tuple[LaunchRequest, Path]:
     """pretrain: the config was checked by train.pretrain.config_from_overrides."""
     _one_process(job, "pretrain")
-    res = Resources(gpus=job.gpus or 0, nodes=job.nodes or 1, time=job.time or "04:00:00")
+    gpus, nodes = one_writer("pretrain", job.gpus or 0, job.nodes or 1)
+    res = Resources(gpus=gpus, nodes=nodes, time=job.time or "04:00:00")
     summary = [
         f"# vqa-r1 pretrain --family {pretrain_config.family} --out {out}",
         f"# settings: {asdict(pretrain_config)}",
@@ -227,6 +241,7 @@ def judge_request(
         gpus=job.gpus if job.gpus is not None else wants_gpu,
         nodes=job.nodes or 1,
         time=job.time or "04:00:00",
+        tasks_per_node=1,  # one judge process (a vLLM judge spreads over its GPUs itself)
     )
     request = LaunchRequest(
         JudgeTask(str(out), config=judge_config),

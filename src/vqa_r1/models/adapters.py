@@ -11,9 +11,10 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from vqa_r1.data.prompts import REASONING_INSTRUCTION
+from vqa_r1.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,12 @@ class FamilyAdapter:
     instruction: str = REASONING_INSTRUCTION
 
     # --- loading -------------------------------------------------------------------------
-    def processor_kwargs(self, min_pixels: int | None, max_pixels: int | None) -> dict:
+    # image-processor settings of ModelConfig this family reads (others are refused on load_config)
+    image_options: ClassVar[tuple[str, ...]] = ()
+
+    def processor_kwargs(self, **options: Any) -> dict:
+        """Keyword arguments for ``AutoProcessor.from_pretrained`` from the ModelConfig's image
+        settings (``min_pixels``, ``image_splitting``, ...); unset ones keep the checkpoint's."""
         return {}
 
     def load(
@@ -40,22 +46,25 @@ class FamilyAdapter:
         path: str | Path,
         dtype: str = "auto",
         attn_implementation: str = "sdpa",
-        min_pixels: int | None = None,
-        max_pixels: int | None = None,
+        device: str | None = None,
+        **image_options: Any,
     ) -> tuple[Any, Any]:
+        """Model and processor. ``device`` (vqa_r1.models.device): load the weights straight onto
+        it, and ``dtype=auto`` means bfloat16 there if it is a GPU; None: leave placement to the
+        caller (a Trainer), ``auto`` then following whether torch sees a GPU."""
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        processor = AutoProcessor.from_pretrained(
-            path, **self.processor_kwargs(min_pixels, max_pixels)
-        )
+        processor = AutoProcessor.from_pretrained(path, **self.processor_kwargs(**image_options))
         processor.tokenizer.padding_side = "left"  # batched generation needs left padding
+        on_gpu = device.startswith("cuda") if device else torch.cuda.is_available()
         if dtype == "auto":
-            torch_dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+            torch_dtype = torch.bfloat16 if on_gpu else torch.float32
         else:
             torch_dtype = getattr(torch, dtype)
+        placement = {"device_map": device} if device and device != "cpu" else {}
         model = AutoModelForImageTextToText.from_pretrained(
-            path, dtype=torch_dtype, attn_implementation=attn_implementation
+            path, dtype=torch_dtype, attn_implementation=attn_implementation, **placement
         )
         return model, processor
 
@@ -91,20 +100,77 @@ class FamilyAdapter:
 
 
 class QwenAdapter(FamilyAdapter):
-    def processor_kwargs(self, min_pixels: int | None, max_pixels: int | None) -> dict:
-        kwargs = {}
-        if min_pixels:
-            kwargs["min_pixels"] = min_pixels
-        if max_pixels:
-            kwargs["max_pixels"] = max_pixels
+    """Qwen2.5-VL: a pixel budget (image tokens = pixels / 28**2, resized into [min, max])."""
+
+    image_options = ("min_pixels", "max_pixels")
+
+    def processor_kwargs(self, **options: Any) -> dict:
+        return {k: options[k] for k in self.image_options if options.get(k)}
+
+
+class SmolVLMAdapter(FamilyAdapter):
+    """SmolVLM (Idefics3): the image is resized to ``size.longest_edge`` (2048 px in the 256M and
+    500M checkpoints, 1536 in 2.2B, small images upscaled), cut into tiles of the vision encoder's
+    size (512 / 384 px, 64 / 81 tokens each) plus a global view: about a thousand image tokens for
+    any image. ``image_splitting`` and ``image_longest_edge`` set that budget."""
+
+    image_options = ("image_splitting", "image_longest_edge")
+
+    def processor_kwargs(self, **options: Any) -> dict:
+        kwargs: dict = {}
+        if options.get("image_splitting") is not None:
+            kwargs["do_image_splitting"] = options["image_splitting"]
+        if options.get("image_longest_edge"):
+            kwargs["size"] = {"longest_edge": options["image_longest_edge"]}
         return kwargs
+
+
+class InternVLAdapter(FamilyAdapter):
+    """InternVL: the processor crops up to ``max_patches`` (12) tiles of 448 px plus a thumbnail,
+    256 tokens each; ``image_splitting`` (crop_to_patches) and ``max_image_tiles`` set that."""
+
+    image_options = ("image_splitting", "max_image_tiles")
+
+    def processor_kwargs(self, **options: Any) -> dict:
+        kwargs: dict = {}
+        if options.get("image_splitting") is not None:
+            kwargs["crop_to_patches"] = options["image_splitting"]
+        if options.get("max_image_tiles"):
+            kwargs["max_patches"] = options["max_image_tiles"]
+        return kwargs
+
+
+IMAGE_OPTIONS = (
+    "min_pixels",
+    "max_pixels",
+    "image_splitting",
+    "max_image_tiles",
+    "image_longest_edge",
+)
+
+
+def image_options(model_config: Any) -> dict:
+    """The image-processor settings of a ModelConfig, by name."""
+    return {k: getattr(model_config, k, None) for k in IMAGE_OPTIONS}
+
+
+def check_image_options(model_config: Any, family: str) -> None:
+    """A setting the family's processor does not read is an error, not a silent no-op."""
+    adapter = get_adapter(family)
+    for key, value in image_options(model_config).items():
+        if value is not None and key not in adapter.image_options:
+            readers = sorted({a.family for a in ADAPTERS.values() if key in a.image_options})
+            raise UserError(
+                f"model.{key}: the {family} processor does not read it (only {', '.join(readers)}); "
+                f"remove it (--set model.{key}=none)"
+            )
 
 
 ADAPTERS: dict[str, FamilyAdapter] = {
     "qwen2_5_vl": QwenAdapter("qwen2_5_vl", ("visual.",)),
-    "internvl": FamilyAdapter("internvl", ("vision_tower.", "multi_modal_projector.")),
+    "internvl": InternVLAdapter("internvl", ("vision_tower.", "multi_modal_projector.")),
     # SmolVLM answers in a terse style; it is asked for the same tags in plainer words.
-    "smolvlm": FamilyAdapter(
+    "smolvlm": SmolVLMAdapter(
         "smolvlm",
         ("vision_model.", "connector."),
         instruction="Think step by step inside <think> </think>, then answer True or False inside "

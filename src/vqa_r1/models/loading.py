@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from vqa_r1.errors import UserError
-from vqa_r1.models.adapters import FamilyAdapter, get_adapter
+from vqa_r1.models.adapters import FamilyAdapter, get_adapter, image_options
 from vqa_r1.models.registry import FAMILIES, MODELS, ModelSpec, get_spec
 from vqa_r1.models.tiny import TinySize, tiny_model_dir
 
@@ -36,6 +36,7 @@ class LoadedModel:
     model: Any
     processor: Any
     path: Path
+    device: str | None = None  # where load_model placed it; None: left to a Trainer
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -173,9 +174,15 @@ def resolve_model_path(
 
 
 def load_model(
-    config: Any, adapter_path: str | Path | None = None, trainable: bool = False
+    config: Any,
+    adapter_path: str | Path | None = None,
+    trainable: bool = False,
+    device: str | None = None,
 ) -> LoadedModel:
-    """Load the model of a RunConfig's ``model`` section, optionally with a LoRA adapter on top."""
+    """Load the model of a RunConfig's ``model`` section, optionally with a LoRA adapter on top.
+
+    ``device``: a resolved device (vqa_r1.models.device.resolve_device) to load onto; None leaves
+    placement to a Trainer."""
 
     mc = config.model if hasattr(config, "model") else config
     spec = get_spec(mc.name)
@@ -183,7 +190,7 @@ def load_model(
     size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
     path = resolve_model_path(spec, mc.path, tiny_seed=mc.tiny_seed, tiny_size=size)
     model, processor = adapter.load(
-        path, mc.dtype, mc.attn_implementation, mc.min_pixels, mc.max_pixels
+        path, mc.dtype, mc.attn_implementation, device=device, **image_options(mc)
     )
     if adapter_path:
         from peft import PeftModel
@@ -197,7 +204,7 @@ def load_model(
                 f"{_mismatch(adapter_path, mc, path)}: PEFT cannot load it: {first[:300]}"
             ) from None
         _check_keys(model, Path(adapter_path), mc, path)
-    return LoadedModel(spec, adapter, model, processor, path)
+    return LoadedModel(spec, adapter, model, processor, path, device)
 
 
 _TINY_KEYS = ("tiny_seed", "tiny_hidden", "tiny_layers", "tiny_vocab")

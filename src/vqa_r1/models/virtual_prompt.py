@@ -171,7 +171,9 @@ class VirtualPromptModel:
             types = (ids == self.image_token_id).long()
         if prompt is not None:
             n, p = ids.shape[0], prompt.shape[0]
-            front = prompt.to(embeds.dtype).unsqueeze(0).expand(n, -1, -1)
+            front = (
+                prompt.to(device=embeds.device, dtype=embeds.dtype).unsqueeze(0).expand(n, -1, -1)
+            )
             embeds = torch.cat([front, embeds], dim=1)
             ids = torch.cat([ids.new_full((n, p), self.pad_id), ids], dim=1)
             mask = torch.cat([mask.new_full((n, p), int(visible)), mask], dim=1)

@@ -16,6 +16,7 @@ from typing import Any
 from vqa_r1.answers import check_rule
 from vqa_r1.config import DataConfig, RunConfig, check_values, config_from_dict
 from vqa_r1.errors import UserError
+from vqa_r1.models.adapters import check_image_options
 from vqa_r1.models.registry import get_spec
 from vqa_r1.rewards import get_rewards
 from vqa_r1.typed_config import build, load_mapping, parse_overrides
@@ -85,7 +86,7 @@ def load_config(
 
 def check(config: RunConfig) -> None:
     """Every login-node check of a resolved config, registries included."""
-    get_spec(config.model.name)
+    check_image_options(config.model, get_spec(config.model.name).family)
     t = config.train
     try:  # registered names and "package.module:function" plug-ins (imported here, on the login node)
         get_rewards(t.reward_funcs)

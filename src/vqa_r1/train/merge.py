@@ -15,6 +15,7 @@ from pathlib import Path
 
 from vqa_r1.config import RunConfig
 from vqa_r1.io import atomic_dir
+from vqa_r1.models.device import resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.run_dir import RunDir, resolve_adapter
 
@@ -39,7 +40,9 @@ def merge_adapter(config: RunConfig, adapter: str | Path, run_dir: str | Path) -
     started = time.time()
     rd.update_status(state="RUNNING", verb="merge", starts=rd.status().get("starts", 0) + 1)
     adapter_path = resolve_adapter(adapter)
-    loaded = load_model(config, adapter_path=adapter_path)
+    loaded = load_model(
+        config, adapter_path=adapter_path, device=resolve_device(config.model.device)
+    )
     model = loaded.model.merge_and_unload()
     target = merged_dir(rd.root)
     with atomic_dir(target) as tmp:
@@ -51,6 +54,7 @@ def merge_adapter(config: RunConfig, adapter: str | Path, run_dir: str | Path) -
         merged=str(target),
         adapter=str(adapter_path),
         base=str(loaded.path),
+        device=loaded.device,
         seconds=round(time.time() - started, 1),
     )
     return rd.status()

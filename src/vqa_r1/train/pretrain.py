@@ -27,6 +27,7 @@ from vqa_r1.data.curriculum import TASKS, CurriculumConfig, generate_examples, r
 from vqa_r1.data.datasets import heldout_fingerprints
 from vqa_r1.errors import UserError
 from vqa_r1.models.adapters import get_adapter
+from vqa_r1.models.device import resolve_device
 from vqa_r1.models.generation import GenerationSettings, Generator
 from vqa_r1.models.loading import LoadedModel
 from vqa_r1.models.registry import FAMILIES, PRETRAINED, get_spec
@@ -169,6 +170,7 @@ def pretrain(
     init = tiny_model_dir(
         cfg.family, cfg.seed, TinySize(hidden=cfg.hidden, layers=cfg.layers, vocab=cfg.vocab)
     )
+    device = resolve_device("auto", "pretrain")  # the Trainer places the model; this decides
     model, processor = adapter.load(init, "float32")
     started = time.perf_counter()
     rows = build_rows(cfg, adapter)
@@ -187,7 +189,7 @@ def pretrain(
         data_seed=cfg.seed,
         bf16=False,
         gradient_checkpointing=False,
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=device == "cpu",
         report_to=[],
         max_length=None,
         remove_unused_columns=False,  # the image is drawn from the scene column on access
@@ -212,6 +214,7 @@ def pretrain(
         "config": asdict(cfg),
         "complete": trainer.state.global_step >= cfg.steps,
         "global_step": trainer.state.global_step,
+        "device": device,
         "train_seconds": round(seconds, 1),
         "loss_curve": losses,
         "versions": _versions(),
@@ -254,10 +257,11 @@ def readout_accuracy(model_dir: str | Path, cfg: PretrainConfig) -> dict:
     """Per task, on held-out scenes (another curriculum seed): whole output exact, answer exact."""
 
     adapter = get_adapter(cfg.family)
-    model, processor = adapter.load(model_dir, "float32")
+    device = resolve_device("auto", "pretrain read-out")
+    model, processor = adapter.load(model_dir, "float32", device=device)
     model.eval()
     loaded = LoadedModel(
-        get_spec(PRETRAINED[cfg.family]), adapter, model, processor, Path(model_dir)
+        get_spec(PRETRAINED[cfg.family]), adapter, model, processor, Path(model_dir), device
     )
     ccfg = curriculum_config(cfg)
     ccfg.seed = cfg.seed + 1_000  # held out from the training examples

@@ -38,11 +38,12 @@ from typing import Any, Literal
 
 import yaml
 
-from vqa_r1.config import DataConfig
+from vqa_r1.config import DEVICE_HELP, DataConfig
 from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir, atomic_write_json, atomic_write_text, read_jsonl
+from vqa_r1.models.device import check_device_setting, resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.virtual_prompt import VirtualPromptModel, check_family
@@ -109,6 +110,7 @@ class PromptTuneConfig:
     max_new_tokens: int = option(128, help="reasoning mode: new tokens per answer", minimum=1)
     answer_rule: str = option("robust", help="reasoning mode: how answers are read (answers.py)")
     num_threads: int = option(1, help="torch CPU threads", minimum=1)
+    device: str = option("auto", help=DEVICE_HELP)
 
     @property
     def split(self) -> str:
@@ -116,7 +118,14 @@ class PromptTuneConfig:
 
 
 # keys that do not change what is trained: a resumed run may differ in these
-EVAL_ONLY_KEYS = ("eval_split", "eval_limit", "eval_batch_size", "max_new_tokens", "answer_rule")
+EVAL_ONLY_KEYS = (
+    "eval_split",
+    "eval_limit",
+    "eval_batch_size",
+    "max_new_tokens",
+    "answer_rule",
+    "device",
+)
 
 
 def config_from_overrides(overrides: list[str] | None) -> PromptTuneConfig:
@@ -130,6 +139,7 @@ def validate(cfg: PromptTuneConfig) -> None:
     check_family(spec.family)
     if cfg.learning_rate <= 0:
         raise UserError("learning_rate must be positive")
+    check_device_setting(cfg.device, "device")
     if cfg.init == "text" and not cfg.init_text.strip():
         raise UserError("init_text must not be empty when init=text")
     if cfg.data.dataset != "synthetic" and not Path(cfg.data.dataset).exists():
@@ -140,7 +150,10 @@ def load_base(cfg: PromptTuneConfig) -> Any:
     """The frozen base model (float32) of a config, in eval mode (no dropout)."""
     from vqa_r1.config import ModelConfig
 
-    loaded = load_model(ModelConfig(name=cfg.model, path=cfg.model_path, dtype="float32"))
+    loaded = load_model(
+        ModelConfig(name=cfg.model, path=cfg.model_path, dtype="float32"),
+        device=resolve_device(cfg.device, "device"),
+    )
     loaded.model.eval()
     for param in loaded.model.parameters():
         param.requires_grad_(False)
