@@ -49,6 +49,8 @@ def evaluate(
 
     if config.train.num_threads:
         torch.set_num_threads(config.train.num_threads)
+    # a GPU asked for and missing fails here, before the data or the model is touched
+    device = resolve_device(config.model.device) if loaded is None else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, out / "config.yaml")
@@ -80,7 +82,6 @@ def evaluate(
         )
     if len(outputs) < len(questions):
         if loaded is None:
-            device = resolve_device(config.model.device)
             loaded = load_for_evaluation(config, adapter_path, device)
         loaded.model.eval()
         device = loaded.device or str(next(loaded.model.parameters()).device)
