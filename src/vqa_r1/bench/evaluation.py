@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -308,6 +309,8 @@ def _run(size: Size, repeats: int, work: Path, cold_start: bool) -> Result:
         held = type(loaded)(loaded.spec, loaded.adapter, model, loaded.processor, loaded.path)
 
         def go() -> list[str]:
+            # a fresh folder per run: evaluate continues what a folder holds (batches.jsonl)
+            shutil.rmtree(work / name, ignore_errors=True)
             evaluate(config, work / name, loaded=held, progress=False)
             return _responses(work / name)
 

@@ -84,7 +84,7 @@ def evaluate(
         if loaded is None:
             loaded = load_for_evaluation(config, adapter_path, device)
         loaded.model.eval()
-        device = loaded.device or str(next(loaded.model.parameters()).device)
+        device = _device_of(loaded)
     else:  # every batch was generated before (or there are no items): only the files are written
         device = done[-1]["device"] if done else "none"
     settings = GenerationSettings(
@@ -170,6 +170,16 @@ def evaluate(
     return scores
 
 
+def _device_of(loaded: Any) -> str:
+    """Where a loaded model runs: where load_model placed it, else where its weights are."""
+    if getattr(loaded, "device", None):
+        return loaded.device
+    try:
+        return str(next(loaded.model.parameters()).device)
+    except (AttributeError, StopIteration):  # a stand-in without weights
+        return "unknown"
+
+
 def truncation_warning(scores: dict) -> str:
     return (
         f"{scores['truncated']} of {scores['n']} generations stopped at eval.max_new_tokens="
@@ -187,10 +197,22 @@ def _fingerprint(config: RunConfig, adapter_path: Path | None, items: list) -> s
         "model": {k: v for k, v in settings["model"].items() if k != "device"},
         "data": settings["data"],
         "eval": {k: v for k, v in settings["eval"].items() if k != "answer_rule"},
-        "adapter": str(adapter_path) if adapter_path else None,
+        "adapter": _adapter_digest(adapter_path),
         "items": items,
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _adapter_digest(adapter_path: Path | None) -> str | None:
+    """An adapter by its files' content: one retrained into the same folder is another adapter."""
+    if not adapter_path:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(Path(adapter_path).iterdir()):
+        if path.is_file() and path.suffix in (".json", ".safetensors", ".bin"):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 class BatchLog:
