@@ -121,6 +121,9 @@ def test_cache_check_excuses_near_ties_and_catches_clear_differences():
     assert not check["agree"] and check["differ"] == 1
     # in float32 the same swap is no near-tie: rounding there is 65,000 times finer
     assert not compare_greedy(*(t.float() for t in (cached, uncached)))["agree"]
+    # a bfloat16 model's logits upcast to float32: the model's rounding decides
+    check = compare_greedy(cached.float(), uncached.float(), torch.bfloat16)
+    assert check["agree"] and check["dtype"] == "bfloat16"
 
 
 # ------------------------------------------------------------------------ image budgets, recipes

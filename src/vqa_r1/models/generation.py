@@ -165,7 +165,9 @@ class Generator:
             log.warning("generation cache self-check: cached decoding failed (%s)", err)
             check = {"agree": False, "error": str(err)[:200]}
         else:
-            check = compare_greedy(cached, self._uncached_logits(inputs, ids))
+            # models upcast their logits to float32: the rounding is that of the weights' dtype
+            dtype = next(self.loaded.model.parameters()).dtype
+            check = compare_greedy(cached, self._uncached_logits(inputs, ids), dtype)
         agree = check["agree"]
         self.use_cache = agree
         self.cache_decision = f"auto -> {'on' if agree else 'off'}"
@@ -203,17 +205,19 @@ class Generator:
         return ids
 
 
-def compare_greedy(cached: Any, uncached: Any) -> dict:
+def compare_greedy(cached: Any, uncached: Any, dtype: Any = None) -> dict:
     """Do two passes' logits (batch x steps x vocab) pick the same greedy token at every step?
 
     A step where they pick different tokens counts as a disagreement only when one pass rates the
-    other's choice clearly below its own: by more than ``TIE_MARGIN_EPS`` epsilons of the dtype
-    times its largest logit's magnitude. A flip between two tokens within rounding of each other
-    is a near-tie, counted but not held against the cache."""
+    other's choice clearly below its own: by more than ``TIE_MARGIN_EPS`` epsilons of ``dtype``
+    (the model's compute dtype; default the logits') times its largest logit's magnitude. A flip
+    between two tokens within rounding of each other is a near-tie, counted but not held against
+    the cache."""
     import torch
 
-    dtype = str(cached.dtype).replace("torch.", "")
-    eps = torch.finfo(cached.dtype).eps
+    dtype = dtype or cached.dtype
+    eps = torch.finfo(dtype).eps
+    dtype = str(dtype).replace("torch.", "")
     cached, uncached = cached.float(), uncached.float()
     pick_c, pick_u = cached.argmax(-1, keepdim=True), uncached.argmax(-1, keepdim=True)
     worse = torch.zeros(pick_c.shape[:-1], dtype=torch.bool, device=cached.device)
