@@ -113,6 +113,12 @@ def test_zero_training_steps_is_an_error_not_a_completed_run(verb, overrides):
     )
 
 
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_a_training_subset_of_no_rows_is_refused(value):
+    with pytest.raises(UserError, match="data.num_samples: must be at least 1"):
+        load_config("sft", "tiny-qwen2.5-vl", overrides=[f"data.num_samples={value}"])
+
+
 @pytest.mark.parametrize("limit", ["0", "-3"])
 def test_an_evaluation_limit_below_one_is_refused(limit):
     with pytest.raises(UserError, match="eval.limit: must be at least 1"):

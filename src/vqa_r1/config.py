@@ -99,7 +99,9 @@ class DataConfig:
     )
     train_split: str = option("train", help="split trained on")
     eval_split: str = option("validation", help="split used to tune (never the test split)")
-    num_samples: int | None = option(None, help="seeded subset of the training split")
+    num_samples: int | None = option(
+        None, help="seeded subset of the training split (at least 1); none: all of it", minimum=1
+    )
     subset_seed: int = option(42, help="seed of that subset")
     with_reasoning: bool = option(True, help="SFT targets carry a grounded <think> block")
     rationale: Literal["claim", "scene"] = option(
