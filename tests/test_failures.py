@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -126,3 +127,20 @@ def test_a_chain_step_recorded_running_shows_how_its_run_ended(tmp_path):
     (tmp_path / "pipeline.json").write_text(json.dumps({"steps": steps}))
     report = monitor.status_report(str(tmp_path))
     assert "pipeline STOPPED: step sft ended INTERRUPTED" in report, report
+
+
+def test_in_process_verbs_record_their_failure(tmp_path, monkeypatch):
+    """`vqa-r1 prompt-tune` writes status.json RUNNING itself; a failure must not leave it so."""
+    from vqa_r1.cli import main
+    from vqa_r1.launch import prompt_tuning
+
+    def fails(cfg, run_dir, **kwargs):
+        RunDir(Path(run_dir)).update_status(state="RUNNING", verb="prompt-tune")
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(run_dir) / "x.pt"))
+
+    monkeypatch.setattr(prompt_tuning, "run_prompt_tuning", fails)
+    with contextlib.suppress(OSError):  # raised, or turned into a one-line error: either way
+        assert main(["prompt-tune", "--output-dir", str(tmp_path / "pt")]) != 0
+    got = status(tmp_path / "pt")
+    assert got["state"] == "FAILED"
+    assert got["reason"].startswith(f"no space left on device writing under {tmp_path / 'pt'}")

@@ -7,6 +7,7 @@ import json
 
 from vqa_r1.cli.common import add_set_argument
 from vqa_r1.logging_setup import setup_logging
+from vqa_r1.run_dir import failures_recorded
 from vqa_r1.typed_config import help_text
 
 
@@ -50,14 +51,15 @@ def run(args: argparse.Namespace) -> int:
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     cfg = config_from_overrides(overrides)
-    if args.base:
-        scores = run_base(cfg, args.output_dir)
-    else:
-        scores = run_prompt_tuning(cfg, args.output_dir, stop_after=args.stop_after)
-        if "accuracy" not in scores:
-            step = scores["training"]["global_step"]
-            print(f"prompt-tune stopped after {step} steps; run again to resume")
-            return 0
+    with failures_recorded(args.output_dir):  # an exception or a kill: FAILED / INTERRUPTED
+        if args.base:
+            scores = run_base(cfg, args.output_dir)
+        else:
+            scores = run_prompt_tuning(cfg, args.output_dir, stop_after=args.stop_after)
+    if not args.base and "accuracy" not in scores:
+        step = scores["training"]["global_step"]
+        print(f"prompt-tune stopped after {step} steps; run again to resume")
+        return 0
     print(
         json.dumps(
             {
