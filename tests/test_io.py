@@ -5,6 +5,8 @@ import os
 import stat
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from vqa_r1.errors import UserError
 from vqa_r1.io import (
@@ -108,6 +110,9 @@ def test_written_files_and_folders_follow_the_umask(tmp_path, umask):
         (tmp / "inside.txt").write_text("y")
     with atomic_dir(tmp_path / "built") as tmp:  # a rebuild replaces the folder
         (tmp / "inside.txt").write_text("z")
-    for name in ("a.txt", "a.json", "built/inside.txt"):
+        save_file({"w": torch.zeros(2)}, str(tmp / "model.safetensors"))  # written 0600
+        (tmp / "sub").mkdir()
+    for name in ("a.txt", "a.json", "built/inside.txt", "built/model.safetensors"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
-    assert stat.S_IMODE((tmp_path / "built").stat().st_mode) == 0o777 & ~umask
+    for name in ("built", "built/sub"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o777 & ~umask, name

@@ -3,12 +3,14 @@
 import json
 import os
 import signal
+import stat
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+from vqa_r1.io import current_umask
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import COMPLETE_MARKER, latest_checkpoint
 from vqa_r1.train import runner
@@ -163,7 +165,12 @@ def test_ctrl_c_checkpoints_at_the_step_boundary_and_the_same_call_resumes(synth
     assert status["reason"] == "SIGINT at step 2: checkpoint-2 saved; the same command resumes"
     assert latest_checkpoint(run / "checkpoints").name == "checkpoint-2"
     assert not (run / "final").exists()
+    # the group reads a run as far as the umask allows (safetensors writes its files 0600)
+    for path in (run / "checkpoints" / "checkpoint-2").iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~current_umask(), path.name
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
     status = runner.train(config, run)
     assert status["state"] == "COMPLETED" and status["global_step"] == 4
     assert status["resumed_from"].endswith("checkpoint-2") and status["reason"] is None
+    mode = (run / "final" / "adapter_model.safetensors").stat().st_mode
+    assert stat.S_IMODE(mode) == 0o666 & ~current_umask()

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,22 @@ def current_umask() -> int:
     return mask
 
 
+def follow_umask(root: str | Path) -> None:
+    """Give ``root`` and everything under it the modes ``open``/``mkdir`` would give under the
+    current umask (executable bits kept). For folders that libraries wrote privately: safetensors
+    writes through a 0600 temporary file, so every adapter and model it saves is unreadable by
+    the group whatever the umask."""
+    mask = current_umask()
+    root = Path(root)
+    for path in [root, *root.rglob("*")] if root.is_dir() else [root]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        full = 0o777 if path.is_dir() or mode & 0o111 else 0o666
+        if stat.S_IMODE(mode) != full & ~mask:
+            path.chmod(full & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``target`` in one rename.
@@ -44,8 +61,8 @@ def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[P
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        tmp.chmod(0o777 & ~current_umask())
         yield tmp
+        follow_umask(tmp)  # the folder was made 0700, and libraries may write files 0600
         if keep_existing and target.exists():
             shutil.rmtree(tmp)
         elif target.exists():

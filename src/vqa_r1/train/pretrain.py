@@ -26,6 +26,7 @@ from typing import Any
 from vqa_r1.data.curriculum import TASKS, CurriculumConfig, generate_examples, render, render_scene
 from vqa_r1.data.datasets import heldout_fingerprints
 from vqa_r1.errors import UserError
+from vqa_r1.io import follow_umask
 from vqa_r1.models.adapters import get_adapter
 from vqa_r1.models.device import resolve_device
 from vqa_r1.models.generation import GenerationSettings, Generator
@@ -224,6 +225,7 @@ def pretrain(
         return record
     model.save_pretrained(out)
     processor.save_pretrained(out)
+    follow_umask(out)  # safetensors writes 0600
     record["readout"] = readout_accuracy(out, cfg)
     (out / "pretrain.json").write_text(json.dumps(record, indent=2) + "\n")
     plot_loss(losses, out / "loss_curve.png")

@@ -42,7 +42,7 @@ from vqa_r1.config import DEVICE_HELP, DataConfig
 from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_dir, atomic_write_json, atomic_write_text, read_jsonl
+from vqa_r1.io import atomic_dir, atomic_write_json, atomic_write_text, follow_umask, read_jsonl
 from vqa_r1.models.device import check_device_setting, resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.models.registry import get_spec
@@ -234,6 +234,7 @@ def prompt_weight(peft_model: Any) -> Any:
 
 def _save_adapter(peft_model: Any, folder: Path) -> None:
     peft_model.save_pretrained(str(folder))
+    follow_umask(folder)  # safetensors writes 0600
 
 
 def _write_checkpoint(

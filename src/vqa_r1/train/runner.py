@@ -19,6 +19,7 @@ from typing import Any
 from vqa_r1 import ranks
 from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, save_config
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
+from vqa_r1.io import follow_umask
 from vqa_r1.models.loading import load_model
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
@@ -274,6 +275,7 @@ def train(
         rd.update_status(state="STOPPED", global_step=step)
         return rd.status()
     loaded.processor.save_pretrained(str(rd.final))
+    follow_umask(rd.final)  # safetensors writes the adapter 0600: readable by the group as set
     rd.update_status(
         state="COMPLETED",
         global_step=step,

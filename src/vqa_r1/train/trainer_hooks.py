@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1 import ranks
+from vqa_r1.io import follow_umask
 from vqa_r1.run_dir import COMPLETE_MARKER
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class AtomicCheckpointMixin:
         if main:
             name = f"checkpoint-{self.state.global_step}"
             staged = Path(staging_root) / name
+            follow_umask(staged)  # safetensors writes the adapter 0600
             (staged / COMPLETE_MARKER).write_text(str(self.state.global_step))
             fsync_tree(staged)
             target = Path(final_root) / name
