@@ -197,7 +197,16 @@ def load_model(
 
         check_adapter_base(adapter_path, mc)
         try:
-            model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=trainable)
+            # PEFT upcasts adapter weights to float32 beside bfloat16 base weights by default;
+            # ZeRO-3 gathers parameters into buffers of one dtype and fails at the first
+            # optimizer step. TRL passes autocast_adapter_dtype=False on its own PEFT path under
+            # ZeRO-3 (GRPOTrainer); the same here for a continued adapter (--init-adapter)
+            model = PeftModel.from_pretrained(
+                model,
+                str(adapter_path),
+                is_trainable=trainable,
+                autocast_adapter_dtype=not zero3_enabled(),
+            )
         except (RuntimeError, ValueError) as err:  # size mismatch, target modules not found
             first = next((ln for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
             raise UserError(
@@ -303,3 +312,24 @@ def _stored_keys(adapter_dir: Path) -> set[str] | None:
 
     with safe_open(str(file), framework="pt") as fh:
         return set(fh.keys())
+
+
+def zero3_enabled() -> bool:
+    """Whether a DeepSpeed ZeRO-3 config is registered (the training arguments are alive)."""
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    return is_deepspeed_zero3_enabled()
+
+
+def cast_adapters_to_model_dtype(model: Any) -> int:
+    """Cast a PeftModel's floating adapter parameters to the base model's dtype (in place);
+    returns how many were cast. For ZeRO-3, which needs one dtype across its parameters."""
+    if not hasattr(model, "get_base_model"):
+        return 0
+    dtype = model.get_base_model().dtype
+    cast = 0
+    for name, param in model.named_parameters():
+        if "lora_" in name and param.is_floating_point() and param.dtype != dtype:
+            param.data = param.data.to(dtype)
+            cast += 1
+    return cast

@@ -20,11 +20,12 @@ from vqa_r1 import ranks
 from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, save_config
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.io import follow_umask
-from vqa_r1.models.loading import load_model
+from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
 from vqa_r1.run_dir import RunDir, latest_checkpoint, this_process
 from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
+from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
 from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin, EpochOrderSamplerMixin
 
@@ -102,19 +103,69 @@ def _peft_config(config: RunConfig, adapter: Any) -> Any:
     )
 
 
-def build_trainer(
-    config: RunConfig, rd: RunDir, loaded: Any, rows: Any, callbacks: Sequence[Any] = ()
-) -> Any:
-    callbacks = [JsonlMetrics(rd.metrics), *callbacks]
+def training_args(config: RunConfig, rd: RunDir) -> Any:
+    """The trainer's SFTConfig or GRPOConfig, built before the model is loaded.
+
+    Under ZeRO-3, TrainingArguments registers its DeepSpeed config with transformers
+    (HfTrainerDeepSpeedConfig, a weak reference: keep the object alive until the model is
+    loaded), so ``from_pretrained`` partitions the weights across the ranks as it loads them
+    (``is_deepspeed_zero3_enabled``); loaded before the config exists, every rank first
+    materialises the whole model in its own memory."""
+    args = _trainer_config(config, rd)
+    if args.deepspeed:
+        # the process group first (accelerate's state, set up by the first look at the device):
+        # DeepSpeed's partitioning at load reads the world size from its own communication
+        # layer, which accelerate starts on GPUs but not for CPU processes (gloo)
+        import torch
+
+        _ = args.device
+        if torch.distributed.is_initialized():
+            import deepspeed
+
+            deepspeed.init_distributed()  # adopts the process group; a no-op when set up already
+    return args
+
+
+def _trainer_config(config: RunConfig, rd: RunDir) -> Any:
     common = _common_args(config, rd)
+    if config.verb == "sft":
+        from trl import SFTConfig
+
+        return SFTConfig(**common, max_length=None, remove_unused_columns=False)
+    from trl import GRPOConfig
+
+    t = config.train
+    return GRPOConfig(
+        **common,
+        num_generations=t.num_generations,
+        max_completion_length=t.max_completion_length,
+        beta=t.beta,
+        loss_type=t.loss_type,
+        temperature=t.temperature,
+        scale_rewards=t.scale_rewards,
+        reward_weights=t.reward_weights,
+        **_grpo_vllm_args(t),
+    )
+
+
+def build_trainer(
+    config: RunConfig,
+    rd: RunDir,
+    loaded: Any,
+    rows: Any,
+    callbacks: Sequence[Any] = (),
+    args: Any = None,
+) -> Any:
+    """The TRL trainer; ``args``: from ``training_args`` (built here when not given)."""
+    callbacks = [JsonlMetrics(rd.metrics), *callbacks]
+    args = args if args is not None else training_args(config, rd)
     peft_config = _peft_config(config, loaded.adapter)
     if config.verb == "sft":
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTTrainer
 
         class Trainer(AtomicCheckpointMixin, SFTTrainer):
             pass
 
-        args = SFTConfig(**common, max_length=None, remove_unused_columns=False)
         return Trainer(
             model=loaded.model,
             args=args,
@@ -123,7 +174,7 @@ def build_trainer(
             peft_config=peft_config,
             callbacks=callbacks,
         )
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     t = config.train
 
@@ -136,18 +187,7 @@ def build_trainer(
         else recording_reward(fn, rd.completions, t.sample_every)
         for fn in get_rewards(t.reward_funcs)
     ]
-    args = GRPOConfig(
-        **common,
-        num_generations=t.num_generations,
-        max_completion_length=t.max_completion_length,
-        beta=t.beta,
-        loss_type=t.loss_type,
-        temperature=t.temperature,
-        scale_rewards=t.scale_rewards,
-        reward_weights=t.reward_weights,
-        **_grpo_vllm_args(t),
-    )
-    return Trainer(
+    trainer = Trainer(
         model=loaded.model,
         reward_funcs=rewards,
         args=args,
@@ -156,6 +196,11 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=callbacks,
     )
+    if zero3_enabled():
+        # TRL copies a continued adapter into a frozen "ref" adapter for the KL term
+        # (PeftModel.add_adapter, float32 by PEFT's default); ZeRO-3 needs one dtype throughout
+        cast_adapters_to_model_dtype(trainer.model)
+    return trainer
 
 
 def keep_tracker_run_id(rd: RunDir) -> str:
@@ -220,9 +265,11 @@ def train(
             **this_process(),
         )
 
+    args = training_args(config, rd)  # first: under ZeRO-3 the model is partitioned as it loads
     loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
     if config.model.freeze_vision:
         loaded.adapter.freeze_vision(loaded.model)
+    hook_language_inputs_only(loaded.model, loaded.adapter)  # backward skips the frozen vision
     ds = open_split(config.data, config.data.train_split)
     ds = subset(ds, config.data.num_samples, config.data.subset_seed)
     rows = trainer_rows(
@@ -234,7 +281,7 @@ def train(
         config.data.rationale,
     )
     interrupt = StopOnInterrupt(sigterm=sigterm_stops)
-    trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt])
+    trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
     if progress:
         make_quiet(trainer, progress)
     interrupt.install()
