@@ -9,6 +9,7 @@ stand-ins, and the batch rule is compared with TRL's own GRPOConfig.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import re
 import socket
@@ -412,6 +413,43 @@ def test_vllm_version_is_checked_against_trls_range(dry, monkeypatch):
     assert code == 0 and "vllm is not installed here" in err and "0.31.0" in err
     code, _, _, err = dry(*GRPO_3B, "--gpus", "0", "--set", "train.use_vllm=true")
     assert code == 2 and "needs GPUs" in err
+
+
+def test_server_mode_with_images_needs_the_vllm_that_serves_the_render_endpoint(dry, monkeypatch):
+    """TRL posts image prompts to /v1/chat/completions/render, which `trl vllm-serve` enables
+    only from vLLM 0.30.0: server mode accepts less of TRL's range than colocate does."""
+    from importlib import metadata
+
+    from trl.scripts import vllm_serve
+
+    assert 'is_vllm_available(min_version="0.30.0")' in inspect.getsource(vllm_serve.build_command)
+    assert distributed.SERVER_IMAGES_MIN_VLLM == "0.30.0"
+    real_version = metadata.version
+
+    def version(name, installed):
+        if name == "vllm":
+            if installed is None:
+                raise metadata.PackageNotFoundError(name)
+            return installed
+        return real_version(name)
+
+    server = [*GRPO_3B, "--gpus", "2", *SERVER]
+    colocate = [*GRPO_3B, "--gpus", "2", "--set", "train.use_vllm=true"]
+    for installed, ok in (("0.29.1", False), ("0.30.0", True), ("0.31.0+cu130", True)):
+        monkeypatch.setattr(metadata, "version", lambda n, v=installed: version(n, v))
+        code, _, _, err = dry(*server)
+        assert (code == 0) == ok, err
+        if not ok:
+            assert "train.vllm_mode=server needs vllm>=0.30.0,<=0.31.0" in err
+            assert "/v1/chat/completions/render" in err and "vllm_mode=colocate" in err
+            assert dry(*colocate)[0] == 0  # the same vLLM serves colocate mode
+    monkeypatch.setattr(metadata, "version", lambda n: version(n, None))
+    code, _, _, err = dry(*server)
+    assert code == 0 and "vllm is not installed here" in err and ">=0.30.0,<=0.31.0" in err
+    # a TRL whose range ends below 0.30 cannot serve images at all: said before queueing
+    monkeypatch.setattr(distributed, "supported_vllm_range", lambda: ">=0.22.0,<=0.29.0")
+    code, _, _, err = dry(*server)
+    assert code == 2 and "supports vllm>=0.22.0,<=0.29.0 only" in err
 
 
 # --------------------------------------------------------------------------- recipes

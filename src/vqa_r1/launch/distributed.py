@@ -22,6 +22,7 @@ process count, vLLM placement against the GPUs, and the installed vLLM against T
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -32,6 +33,7 @@ from typing import Any
 
 from vqa_r1.config import VLLM_GROUP_PORT_ENV, VLLM_URL_ENV
 from vqa_r1.errors import UserError
+from vqa_r1.models.adapters import get_adapter
 from vqa_r1.models.loading import cached_hub_path
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.serving import PORT_VAR, free_port_expression, vllm_server_lines
@@ -47,6 +49,11 @@ SERVER_MEMORY_DEFAULT = 0.9  # `trl vllm-serve --gpu_memory_utilization` default
 # TRL 1.16's supported vLLM range (trl/import_utils.py is_vllm_available; the `vllm` extra of
 # trl-1.16.0.dist-info/METADATA); read from the installed TRL's metadata when it has it
 TRL_VLLM_RANGE = ">=0.22.0,<=0.31.0"
+# server mode with images: TRL's client posts multimodal prompts to /v1/chat/completions/render,
+# which `trl vllm-serve` registers (--enable-scale-out) only from this vLLM on
+# (trl/scripts/vllm_serve.py build_command; trl/generation/vllm_client.py). Every model of the
+# registry is a vision-language model and every GRPO prompt carries an image.
+SERVER_IMAGES_MIN_VLLM = "0.30.0"
 
 
 # ------------------------------------------------------------------------------- in the job
@@ -231,20 +238,46 @@ def check_vllm(config: Any, gpus: int, processes: int) -> list[str]:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    wanted = supported_vllm_range()
+    trl_range = supported_vllm_range()
+    wanted, why = trl_range, "the range TRL supports"
+    if t.vllm_mode == "server":
+        specs = list(SpecifierSet(trl_range))
+        weaker = [
+            s for s in specs if s.operator in (">=", ">") and s.contains(SERVER_IMAGES_MIN_VLLM)
+        ]
+        kept = [str(s) for s in specs if s not in weaker]
+        if not any(s.startswith(">") for s in kept):
+            kept.append(f">={SERVER_IMAGES_MIN_VLLM}")
+        wanted = ",".join(sorted(kept, reverse=True))  # lower bound first
+        why = (
+            f"TRL's range, and from {SERVER_IMAGES_MIN_VLLM} for images in server mode: TRL sends "
+            "them to /v1/chat/completions/render, which `trl vllm-serve` enables only from there"
+        )
+        upper = [s for s in SpecifierSet(trl_range) if s.operator in ("<", "<=")]
+        if any(not s.contains(SERVER_IMAGES_MIN_VLLM) for s in upper):
+            raise UserError(
+                f"train.vllm_mode=server needs vllm>={SERVER_IMAGES_MIN_VLLM} for image prompts, "
+                f"but the installed TRL supports vllm{trl_range} only: use "
+                "--set train.vllm_mode=colocate, or a TRL whose range reaches it"
+            )
     try:
         installed = metadata.version("vllm")
     except metadata.PackageNotFoundError:
         return [
             f"vllm is not installed here, so its version was not checked; the job's environment "
-            f"needs vllm{wanted} (the range TRL supports; pip install -e '.[gpu]' pins it)"
+            f"needs vllm{wanted} ({why}; pip install -e '.[gpu]' pins it)"
         ]
-    if not SpecifierSet(wanted).contains(Version(Version(installed).base_version), True):
+    if SpecifierSet(wanted).contains(Version(Version(installed).base_version), True):
+        return []
+    if t.vllm_mode == "server":
         raise UserError(
-            f"vllm {installed} is installed, but TRL supports vllm{wanted}: "
-            f"pip install 'vllm{wanted}' (or pip install -e '.[gpu]')"
+            f"vllm {installed} is installed, but train.vllm_mode=server needs vllm{wanted} ({why}): "
+            f"pip install 'vllm{wanted}', or use --set train.vllm_mode=colocate"
         )
-    return []
+    raise UserError(
+        f"vllm {installed} is installed, but TRL supports vllm{wanted}: "
+        f"pip install 'vllm{wanted}' (or pip install -e '.[gpu]')"
+    )
 
 
 def server_model(config: Any) -> tuple[str, bool]:
@@ -286,6 +319,14 @@ def job_setup_lines(config: Any, gpus: int, nodes: int) -> list[str]:
     ]
     if t.vllm_max_model_length:
         args += ["--max-model-len", str(t.vllm_max_model_length)]
+    # the trainer's image limits (Qwen's pixel budget), not the checkpoint's defaults: vLLM must
+    # turn an image into as many tokens as the prompt ids hold (train/runner.py also resizes the
+    # images to the limits before training, so both see the same pixels)
+    mm = get_adapter(get_spec(config.model.name).family).processor_kwargs(
+        config.model.min_pixels, config.model.max_pixels
+    )
+    if mm:
+        args += ["--mm-processor-kwargs", json.dumps(mm, sort_keys=True)]
     env = {"CUDA_VISIBLE_DEVICES": '"$VQA_R1_SERVER_CUDA"'}
     if offline:
         env["HF_HUB_OFFLINE"] = "1"  # a compute node may have no internet; the model is local

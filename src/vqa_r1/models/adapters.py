@@ -76,6 +76,12 @@ class FamilyAdapter:
         parts = [{"type": "text", "text": text.strip()}]
         return [{"role": "user", "content": ([{"type": "image"}] if image else []) + parts}]
 
+    def fit_image(self, image: Any, processor: Any) -> Any:
+        """The image as this family's processor will see it, for a second image pipeline (vLLM)
+        that must give it the same number of image tokens; the image itself by default (fixed
+        tiling: every processor derives the same tokens from the same image)."""
+        return image
+
     def image_token_id(self, processor: Any) -> int | None:
         token = getattr(processor, "image_token", None)
         if token is None:
@@ -123,6 +129,30 @@ class SmolVLMAdapter(FamilyAdapter):
         if options.get("image_longest_edge"):
             kwargs["size"] = {"longest_edge": options["image_longest_edge"]}
         return kwargs
+
+    def fit_image(self, image: Any, processor: Any) -> Any:
+        """Resized to the size Qwen's processor would give it under the recipe's pixel budget
+        (sides multiples of patch x merge, pixels within [min_pixels, max_pixels]).
+
+        vLLM re-processes each image with the checkpoint's own budget (12.8 Mpx for the hub
+        models), so a photo above the recipe's max_pixels got more image tokens there than in
+        the trainer's prompt ids ("Attempted to assign N multimodal tokens to M placeholders").
+        An image already at such a size is left unchanged by any budget that contains it."""
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+        ip = processor.image_processor
+        height, width = smart_resize(
+            image.height,
+            image.width,
+            factor=ip.patch_size * ip.merge_size,
+            min_pixels=ip.size.shortest_edge,
+            max_pixels=ip.size.longest_edge,
+        )
+        if (height, width) == (image.height, image.width):
+            return image
+        from PIL import Image
+
+        return image.convert("RGB").resize((width, height), Image.Resampling.BICUBIC)
 
 
 class InternVLAdapter(FamilyAdapter):

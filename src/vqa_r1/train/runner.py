@@ -203,6 +203,18 @@ def build_trainer(
     return trainer
 
 
+def fit_images(rows: Any, loaded: Any) -> Any:
+    """Each image resized once to what the trainer's processor makes of it (FamilyAdapter.fit_image),
+    so that vLLM, which processes the images again with the checkpoint's own limits, gives the
+    same number of image tokens as the prompt ids the trainer builds."""
+
+    def fit(row: dict) -> dict:
+        return {"image": loaded.adapter.fit_image(row["image"], loaded.processor)}
+
+    # in memory, as trainer_rows: no cache file beside a dataset other jobs may share
+    return rows.map(fit, keep_in_memory=True)
+
+
 def keep_tracker_run_id(rd: RunDir) -> str:
     """One experiment-tracker run across requeues: the id is made once and kept in status.json.
 
@@ -280,6 +292,8 @@ def train(
         config.data.with_reasoning,
         config.data.rationale,
     )
+    if config.verb == "grpo" and config.train.use_vllm:
+        rows = fit_images(rows, loaded)
     interrupt = StopOnInterrupt(sigterm=sigterm_stops)
     trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
     if progress:
