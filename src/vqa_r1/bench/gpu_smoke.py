@@ -144,18 +144,13 @@ def run_stage(stage: Stage, work: Callable[[], int | None], device: str, forward
 
 
 def no_gpu_reason() -> str | None:
-    """None when torch sees a usable CUDA device; else one line saying why not."""
-    import torch
+    """None when torch can use a CUDA device here; else one line saying why not and what to do
+    (the job-start check's message: launch/cuda_check.py)."""
+    from vqa_r1.launch.cuda_check import SmiReport, cuda_problem, nvidia_smi, torch_cuda
 
-    cuda = torch.version.cuda
-    if not cuda:
-        return f"gpu-smoke: torch {torch.__version__} is a CPU-only build; install a CUDA build"
-    if not torch.cuda.is_available():
-        return (
-            f"gpu-smoke: no usable NVIDIA GPU (torch {torch.__version__}, CUDA {cuda}: "
-            "torch.cuda.is_available() is False; check nvidia-smi and the driver)"
-        )
-    return None
+    facts = torch_cuda()
+    problem = cuda_problem(facts, nvidia_smi() if not facts.available else SmiReport())
+    return f"gpu-smoke: {problem}" if problem else None
 
 
 def _settings(device: str) -> dict[str, Any]:
