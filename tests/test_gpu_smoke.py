@@ -42,6 +42,22 @@ def test_without_a_gpu_it_says_so_in_one_line_and_fails(tmp_path):
     assert not out.exists()  # nothing run, nothing written
 
 
+def test_wheels_install_runs_pip_offline_before_the_smoke(tmp_path):
+    """--wheels DIR: pip --no-index from DIR alone (here empty: everything is installed already,
+    so pip changes nothing and can fetch nothing), then the smoke (here: no GPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    result = _run("--wheels", str(wheels), "--out", str(tmp_path / "smoke"))
+    assert "Requirement already satisfied: trl" in result.stdout, result.stderr[-2000:]
+    assert result.returncode == 1 and result.stdout.strip().splitlines()[-1].startswith(
+        "gpu-smoke:"
+    )
+
+
 def test_bad_arguments_and_the_requirements_list():
     assert _run("--bogus").returncode == 2
     listed = _run("--requirements")
