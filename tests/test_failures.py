@@ -114,6 +114,23 @@ def test_a_killed_run_is_not_shown_running(tmp_path):
     assert "run RUNNING" not in report and "run DEAD" in report and "is gone" in report, report
     RunDir(tmp_path).update_status(pid=os.getpid())  # this process runs: RUNNING it is
     assert "run RUNNING" in monitor.status_report(str(tmp_path))
+    RunDir(tmp_path).update_status(state="RUNNING")  # every RUNNING names its process
+    assert status(tmp_path)["pid"] == os.getpid()
+
+
+def test_any_running_state_names_its_process(tmp_path):
+    """Every verb that writes RUNNING (training, merge, prompt tuning) goes through
+    update_status: a process that wrote it and ended is shown DEAD."""
+    (tmp_path / "config.yaml").write_text("verb: merge\n")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from vqa_r1.run_dir import RunDir\n"
+        "RunDir(Path(sys.argv[1])).update_status(state='RUNNING', verb='merge')\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)
+    report = monitor.status_report(str(tmp_path))
+    assert "run DEAD" in report, report
 
 
 def test_a_chain_step_recorded_running_shows_how_its_run_ended(tmp_path):

@@ -146,6 +146,8 @@ class RunDir:
                 sorted(fields),
             )
             return
+        if fields.get("state") == "RUNNING":  # who runs it: `status` tells a killed run by these
+            fields = {**this_process(), **fields}
         status = self.status()
         status.update(fields, updated=now_iso(), written_by_rank=ranks.rank())
         atomic_write_json(self.status_file, status)

@@ -23,7 +23,7 @@ from vqa_r1.io import follow_umask
 from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
-from vqa_r1.run_dir import RunDir, latest_checkpoint, this_process
+from vqa_r1.run_dir import RunDir, latest_checkpoint
 from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
 from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
@@ -274,7 +274,6 @@ def train(
             world_size=ranks.world_size(),
             reason=None,
             log=None,
-            **this_process(),
         )
 
     args = training_args(config, rd)  # first: under ZeRO-3 the model is partitioned as it loads
