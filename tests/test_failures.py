@@ -161,3 +161,17 @@ def test_in_process_verbs_record_their_failure(tmp_path, monkeypatch):
     got = status(tmp_path / "pt")
     assert got["state"] == "FAILED"
     assert got["reason"].startswith(f"no space left on device writing under {tmp_path / 'pt'}")
+
+
+@pytest.mark.parametrize(("sacct", "run"), [("TIMEOUT", "DEAD"), ("OUT_OF_MEMORY", "DEAD"),
+                                            ("RUNNING", "RUNNING"), ("PREEMPTED", "RUNNING")])  # fmt: skip
+def test_a_slurm_job_that_ended_is_not_shown_running(tmp_path, monkeypatch, sacct, run):
+    """SLURM killed the job (OOM, time limit without requeue) before it could write a word."""
+    RunDir(tmp_path).update_status(state="RUNNING", host="a-compute-node")
+    entry = monitor.Entry("sft", tmp_path, {"job_id": "42", "executor": "slurm", "log_dir": None})
+    rows = {"42": {"State": sacct, "Elapsed": "1:00", "NodeList": "n1", "ExitCode": "0:9",
+                   "Start": "2026-01-01T10:00:00"}}  # fmt: skip
+    monkeypatch.setattr(monitor, "scontrol_show", lambda job_id: "")
+    got = monitor.job_status(entry, rows)
+    assert got.state == sacct and got.run_state == run
+    assert (f"the job ended {sacct} while status.json said RUNNING" in got.note) == (run == "DEAD")

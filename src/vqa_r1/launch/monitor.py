@@ -318,6 +318,13 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
     restarts = parse_restarts(scontrol_show(job["job_id"])) if status.state != "PENDING" else 0
     if restarts is not None:
         status.requeues = restarts
+    if status.run_state == "RUNNING" and status.state in FINAL_STATES - {"PREEMPTED"}:
+        # SLURM ended it (time limit, OOM, node failure, scancel) before the run could say so
+        status.run_state = "DEAD"
+        status.note = status.note or (
+            f"the job ended {status.state} while status.json said RUNNING; the same command "
+            "resumes from the latest complete checkpoint"
+        )
     return status
 
 
