@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -375,6 +376,8 @@ def test_rank_helpers_before_a_process_group(monkeypatch, tmp_path):
         "state": "RUNNING",
         "updated": None,
         "written_by_rank": 0,
+        "pid": os.getpid(),  # which process runs it: `status` tells a killed run by these
+        "host": socket.gethostname(),
     }
     assert latest_checkpoint(rd.checkpoints) is None
 
