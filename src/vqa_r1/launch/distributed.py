@@ -33,7 +33,7 @@ from typing import Any
 
 from vqa_r1.config import VLLM_GROUP_PORT_ENV, VLLM_URL_ENV
 from vqa_r1.errors import UserError
-from vqa_r1.models.adapters import get_adapter
+from vqa_r1.models.adapters import get_adapter, image_options
 from vqa_r1.models.loading import cached_hub_path
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.serving import PORT_VAR, free_port_expression, vllm_server_lines
@@ -323,7 +323,7 @@ def job_setup_lines(config: Any, gpus: int, nodes: int) -> list[str]:
     # turn an image into as many tokens as the prompt ids hold (train/runner.py also resizes the
     # images to the limits before training, so both see the same pixels)
     mm = get_adapter(get_spec(config.model.name).family).processor_kwargs(
-        config.model.min_pixels, config.model.max_pixels
+        **image_options(config.model)
     )
     if mm:
         args += ["--mm-processor-kwargs", json.dumps(mm, sort_keys=True)]

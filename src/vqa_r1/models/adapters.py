@@ -113,23 +113,6 @@ class QwenAdapter(FamilyAdapter):
     def processor_kwargs(self, **options: Any) -> dict:
         return {k: options[k] for k in self.image_options if options.get(k)}
 
-
-class SmolVLMAdapter(FamilyAdapter):
-    """SmolVLM (Idefics3): the image is resized to ``size.longest_edge`` (2048 px in the 256M and
-    500M checkpoints, 1536 in 2.2B, small images upscaled), cut into tiles of the vision encoder's
-    size (512 / 384 px, 64 / 81 tokens each) plus a global view: about a thousand image tokens for
-    any image. ``image_splitting`` and ``image_longest_edge`` set that budget."""
-
-    image_options = ("image_splitting", "image_longest_edge")
-
-    def processor_kwargs(self, **options: Any) -> dict:
-        kwargs: dict = {}
-        if options.get("image_splitting") is not None:
-            kwargs["do_image_splitting"] = options["image_splitting"]
-        if options.get("image_longest_edge"):
-            kwargs["size"] = {"longest_edge": options["image_longest_edge"]}
-        return kwargs
-
     def fit_image(self, image: Any, processor: Any) -> Any:
         """Resized to the size Qwen's processor would give it under the recipe's pixel budget
         (sides multiples of patch x merge, pixels within [min_pixels, max_pixels]).
@@ -153,6 +136,23 @@ class SmolVLMAdapter(FamilyAdapter):
         from PIL import Image
 
         return image.convert("RGB").resize((width, height), Image.Resampling.BICUBIC)
+
+
+class SmolVLMAdapter(FamilyAdapter):
+    """SmolVLM (Idefics3): the image is resized to ``size.longest_edge`` (2048 px in the 256M and
+    500M checkpoints, 1536 in 2.2B, small images upscaled), cut into tiles of the vision encoder's
+    size (512 / 384 px, 64 / 81 tokens each) plus a global view: about a thousand image tokens for
+    any image. ``image_splitting`` and ``image_longest_edge`` set that budget."""
+
+    image_options = ("image_splitting", "image_longest_edge")
+
+    def processor_kwargs(self, **options: Any) -> dict:
+        kwargs: dict = {}
+        if options.get("image_splitting") is not None:
+            kwargs["do_image_splitting"] = options["image_splitting"]
+        if options.get("image_longest_edge"):
+            kwargs["size"] = {"longest_edge": options["image_longest_edge"]}
+        return kwargs
 
 
 class InternVLAdapter(FamilyAdapter):
