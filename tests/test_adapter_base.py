@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -83,3 +84,31 @@ def test_evaluating_an_adapter_on_another_model_is_refused_before_queueing(sft_r
     assert out.returncode == 2, out.stdout[-500:] + out.stderr[-500:]
     assert out.stderr.startswith(f"error: adapter {sft_run / 'final'} was trained on tiny-qwen2.5")
     assert "not on tiny-smolvlm" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("base", "refused"),
+    [
+        ("Qwen/Qwen2.5-VL-7B-Instruct", True),
+        ("/hf/hub/models--Qwen--Qwen2.5-VL-7B-Instruct/snapshots/0abc", True),
+        ("Qwen/Qwen2.5-VL-3B-Instruct", False),
+        ("/hf/hub/models--Qwen--Qwen2.5-VL-3B-Instruct/snapshots/0abc", False),
+    ],
+)
+def test_a_hub_adapter_names_its_base_in_adapter_config(tmp_path, base, refused):
+    """An adapter from elsewhere (no run of ours beside it): adapter_config.json's base."""
+    from vqa_r1.models.loading import check_adapter_base
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base}))
+    model = load_config("evaluate", "qwen2.5-vl-3b").model
+    if not refused:
+        check_adapter_base(adapter, model)
+        return
+    with pytest.raises(UserError) as caught:
+        check_adapter_base(adapter, model)
+    assert str(caught.value) == (
+        f"adapter {adapter} was made for Qwen/Qwen2.5-VL-7B-Instruct (adapter_config.json), "
+        "not for qwen2.5-vl-3b (Qwen/Qwen2.5-VL-3B-Instruct): use it with --model qwen2.5-vl-7b"
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,9 +259,10 @@ def check_adapter_base(adapter_dir: str | Path, model_config: Any) -> None:
     with both named (before a model is loaded or a job queued). Another registered model, another
     ``model.path`` (a merged model), another random-init tiny model (seed or size): refused."""
     made_on = adapter_run_model(adapter_dir)
-    if made_on is None:
-        return  # no run config beside it: the weights are checked when loaded (_check_keys)
     mc = model_config
+    if made_on is None:  # no run of ours: its adapter_config.json's base, if it is a hub model
+        _check_hub_base(adapter_dir, mc)
+        return  # and the weights when loaded (_check_keys)
     same = made_on.get("name") == mc.name and _resolved(made_on.get("path")) == _resolved(mc.path)
     if same and not mc.path and mc.name in {s.name for s in _random_tiny()}:
         same = all(made_on.get(k) == getattr(mc, k) for k in _TINY_KEYS)
@@ -270,6 +272,35 @@ def check_adapter_base(adapter_dir: str | Path, model_config: Any) -> None:
             f"{_describe(mc)}: use it with --model {made_on.get('name')}"
             + (f" --set model.path={made_on['path']}" if made_on.get("path") else "")
             + " (its run's config.yaml), or pick the adapter trained on this model"
+        )
+
+
+def hub_id_of(base: str) -> str | None:
+    """The hub id an adapter_config.json's ``base_model_name_or_path`` names: ``org/name``, or a
+    hub-cache folder ``.../models--org--name/snapshots/<rev>``; None for another local folder."""
+    match = re.search(r"models--([^/]+?)--([^/]+)", base)
+    if match:
+        return f"{match.group(1)}/{match.group(2)}"
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", base) and not Path(base).exists():
+        return base
+    return None
+
+
+def _check_hub_base(adapter_dir: str | Path, mc: Any) -> None:
+    spec = get_spec(mc.name)
+    if mc.path or not spec.hub_id:
+        return  # a local model folder: only its weights can tell
+    try:
+        cfg = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return
+    base = hub_id_of(str(cfg.get("base_model_name_or_path") or ""))
+    if base and base.lower() != spec.hub_id.lower():
+        names = [s.name for s in MODELS.values() if s.hub_id and s.hub_id.lower() == base.lower()]
+        use = f": use it with --model {names[0]}" if names else ""
+        raise UserError(
+            f"adapter {adapter_dir} was made for {base} (adapter_config.json), not for "
+            f"{mc.name} ({spec.hub_id}){use}"
         )
 
 
