@@ -288,3 +288,18 @@ def test_committed_results_rebuild_byte_for_byte(monkeypatch, capsys):
     assert code == 0, out
     assert "results/experiments/text-bias-tiny-qwen2.5-vl-pretrained: 18 files" in out
     assert "missing" not in out
+
+
+def test_latex_labels_are_unique_per_experiment(tmp_path):
+    """Every experiment has an `accuracy` table: two of them in one paper must not collide."""
+    import re
+
+    labels = []
+    for name in ("text-bias-a", "sim2real-b"):
+        _experiment(tmp_path / name)
+        _scores(tmp_path / name / "eval" / "base", 80, 100)
+        build_report(tmp_path / name)
+        for tex in sorted((tmp_path / name / "tables").glob("*.tex")):
+            labels += re.findall(r"\\label\{([^}]*)\}", tex.read_text())
+    assert len(labels) == 4 and len(set(labels)) == 4, labels
+    assert "tab:text-bias-a:accuracy" in labels

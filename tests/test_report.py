@@ -383,3 +383,16 @@ def test_study_table_missing_or_empty_root(tmp_path):
     assert not (tmp_path / "out").exists()
     empty = study_table(tmp_path)
     assert empty.empty and "accuracy" in empty.columns
+
+
+def test_study_table_reads_the_model_from_the_folder_above_the_run(realdata):
+    """`vqa-r1 tables` hands the study's results/ folder: the SmolVLM runs stay SmolVLM."""
+    from vqa_r1.report.study import parse_run_name
+
+    table = study_table(realdata / "results")
+    assert len(table) == 30
+    assert not table["run"].str.startswith("vsr/").any()  # always relative to results/vsr
+    smol = table[table["run"].str.startswith("SmolVLM/")]
+    assert len(smol) == 6 and set(smol["model"]) == {"SmolVLM"}
+    assert parse_run_name("vsr/SmolVLM/sft-val")["model"] == "SmolVLM"
+    assert parse_run_name("vsr/grpo-test-set")["model"] == "Qwen2.5-VL-3B"

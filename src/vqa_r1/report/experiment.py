@@ -212,29 +212,30 @@ def build_report(root: str | Path) -> dict:
     experiment = read_experiment(root)
     written: list[str] = []
     missing = 0
+    # LaTeX labels name the experiment's folder: every experiment has an "accuracy" table
+    folder = root.resolve().name
+
+    def write(frame: Any, stem: str, caption: str) -> list[Path]:
+        return write_table(
+            frame,
+            root / "tables",
+            stem,
+            caption=caption,
+            float_format=number_text,
+            label=f"tab:{folder}:{stem}",
+        )
+
     for table in experiment.get("tables", []):
         frame, tests = build_table(root, table)
         missing += int((frame["status"] == "missing").sum())
-        out = root / "tables"
-        paths = write_table(
-            frame, out, table["name"], caption=table.get("title", ""), float_format=number_text
-        )
+        paths = write(frame, table["name"], table.get("title", ""))
         if len(tests):
-            caption = "Tests: " + table.get("title", "")
-            paths += write_table(
-                tests, out, f"{table['name']}_tests", caption=caption, float_format=number_text
-            )
+            paths += write(tests, f"{table['name']}_tests", "Tests: " + table.get("title", ""))
         if table.get("per_relation"):
             relations = per_relation_table(root, table)
             if len(relations):
                 caption = "Per relation: " + table.get("title", "")
-                paths += write_table(
-                    relations,
-                    out,
-                    f"{table['name']}_per_relation",
-                    caption=caption,
-                    float_format=number_text,
-                )
+                paths += write(relations, f"{table['name']}_per_relation", caption)
         for plot in table.get("plots", []):
             paths.append(draw(frame, plot, root / "plots", table.get("title", "")))
         written += [str(p.relative_to(root)) for p in paths]

@@ -67,11 +67,12 @@ _SPLITS = (  # (pattern on the lower-cased run name, split); first match wins
 
 
 def scores_folder(root: str | Path) -> Path:
-    """``results/vsr`` of the study: ``root`` may be the study's folder or ``results/vsr`` itself."""
+    """``results/vsr`` of the study: ``root`` may be the study's folder, its ``results`` folder
+    or ``results/vsr`` itself (run names are always relative to ``results/vsr``)."""
     root = Path(root)
-    nested = root / "results" / "vsr"
-    if nested.is_dir():
-        return nested
+    for nested in (root / "results" / "vsr", root / "vsr"):
+        if nested.is_dir():
+            return nested
     if root.is_dir():
         return root
     raise UserError(
@@ -90,7 +91,8 @@ def parse_run_name(run: str) -> dict:
         name = name[: -len(" copy")]
         notes.append("folder name ends in ' copy' (ignored)")
     lower = name.lower()
-    model = SMOLVLM if parts[0].lower() == "smolvlm" else QWEN
+    # the model is a folder above the run ("SmolVLM/sft-val"), whatever folder the path starts at
+    model = SMOLVLM if any(p.lower() == "smolvlm" for p in parts[:-1]) else QWEN
 
     method_match = re.search(r"(?:^|[-_])(sft|grpo)(?:$|[-_])", lower)
     method = "base" if lower == "base" else method_match.group(1) if method_match else "unknown"

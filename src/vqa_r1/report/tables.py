@@ -150,11 +150,14 @@ def write_table(
     caption: str = "",
     float_format: FloatFormat = ".4f",
     na_rep: str = "",
+    label: str = "",
 ) -> list[Path]:
     """Write ``df`` as ``<out_dir>/<stem>.md``, ``.csv`` and ``.tex``; return the three paths.
 
-    ``stem`` is a file name without suffix (also the LaTeX label ``tab:<stem>``). An empty frame
-    gives header-only tables, never an error.
+    ``stem`` is a file name without suffix. ``label`` is the LaTeX label (default ``tab:<stem>``):
+    tables of several experiments share stems ("accuracy"), so their writer gives each its own
+    label, or two of them in one paper collide. An empty frame gives header-only tables, never an
+    error.
     """
     if not stem or stem in {".", ".."} or "/" in stem or "\\" in stem:
         raise ValueError(f"table stem {stem!r}: give a plain file name without folders")
@@ -163,7 +166,7 @@ def write_table(
     texts = {
         ".md": to_markdown(header, rows, numeric, caption),
         ".csv": to_csv(header, rows),
-        ".tex": to_latex(header, rows, numeric, caption, f"tab:{stem}"),
+        ".tex": to_latex(header, rows, numeric, caption, label or f"tab:{stem}"),
     }
     paths = []
     for suffix, text in texts.items():
