@@ -128,3 +128,24 @@ def test_unreadable_cache_entries_are_rejudged(tmp_path, no_key_env):
         entry.write_text('{"verdict": ')  # torn by an OS crash
         assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
         assert server.count() == 3
+
+
+def test_the_failure_summary_names_the_reason(tmp_path, no_key_env, capsys):
+    """A judge server that is down: the summary says "connection error", not "gave up after"."""
+    import socket
+
+    from vqa_r1.judge.batch import failure_kind
+
+    with socket.socket() as sock:  # a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    responses = write_responses(tmp_path / "r.json", 2)
+    args = ["judge", "run", "--judge-model", "m", "--base-url", f"http://127.0.0.1:{port}/v1",
+            "--responses", f"m={responses}", "--out", tmp_path / "c.json",
+            "--cache-dir", tmp_path / "cache", "--max-attempts", "2", *FAST]  # fmt: skip
+    assert cli(*args) == 1
+    err = capsys.readouterr().err
+    assert 'failures by reason: {"connection error (after retries)": 2}' in err, err
+    assert failure_kind("HTTP 400: bad request") == "HTTP 400"
+    assert failure_kind("invalid verdict after 3 replies: no JSON") == "invalid verdict"
+    assert failure_kind(None) == "unknown"

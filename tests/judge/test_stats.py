@@ -169,3 +169,18 @@ def test_config_paths_resolve_against_data_root(tmp_path):
         name="2020", checks=data / "c.json", responses=[("base", data / "r.json")]
     )
     assert stats.load_config(config, data_root=data) == [entry]
+
+
+def test_no_judged_items_is_no_rate(tmp_path, capsys):
+    """Zero judged items (all failed, or none for this model) is not a misalignment rate of 0."""
+    responses = tmp_path / "r.json"
+    responses.write_text(json.dumps([{"true_response": "True", "predicted_response": "True"}]))
+    checks = tmp_path / "c.json"
+    checks.write_text(json.dumps([{"index": 0, "model": "m", "aligns": None, "status": "failed"}]))
+    args = ["judge", "stats", "--checks", checks, "--responses", f"m={responses}"]
+    assert stats.compute(json.loads(checks.read_text()), [("m", responses)])["m"].judged == 0
+    assert cli(*args) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| m ")][0]
+    assert "| n/a |" in row and "0.0000" not in row, row
+    assert cli(*args, "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out)["models"]["m"]["misaligned_rate"] is None

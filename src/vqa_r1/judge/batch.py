@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,22 @@ class BatchReport:
         if self.aborted:
             text += f"; aborted: {self.aborted}"
         return text
+
+
+def failure_kind(error: str | None) -> str:
+    """What kind of failure an item's error is, for the summary's counts: "connection error",
+    "timeout", "HTTP 503", "invalid verdict" (the details stay in each record's ``error``).
+
+    The client's errors read "gave up after N attempts; last: <kind>: <detail>" or "<kind>
+    (<detail>)"; the kind is what a user acts on (a server down, a model that answers badly).
+    """
+    text = (error or "unknown").strip()
+    gave_up = re.match(r"gave up after \d+ attempts; last: (.*)", text, re.DOTALL)
+    if gave_up:
+        text = gave_up.group(1)
+    kind = re.split(r"[:(]", text, maxsplit=1)[0].strip()
+    kind = re.sub(r" after \d+ replies$", "", kind)
+    return (kind or "unknown") + (" (after retries)" if gave_up else "")
 
 
 def make_record(
@@ -252,7 +269,7 @@ class BatchJudge:
                 report.judged += 1
             elif outcome.status == "failed":
                 report.failed += 1
-                reason = (outcome.error or "unknown").split(":")[0]
+                reason = failure_kind(outcome.error)
                 report.failures[reason] = report.failures.get(reason, 0) + 1
             else:
                 report.skipped += 1

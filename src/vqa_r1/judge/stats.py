@@ -33,7 +33,7 @@ class ModelStats:
     accuracy: float
     judged: int
     misaligned: int
-    misaligned_rate: float
+    misaligned_rate: float | None  # None: nothing judged (a rate of 0 would claim alignment)
     types: dict[str, int] = field(default_factory=dict)
 
 
@@ -73,7 +73,7 @@ def compute(
             accuracy=correct / total if total else 0.0,
             judged=len(judged),
             misaligned=len(misaligned),
-            misaligned_rate=len(misaligned) / len(judged) if judged else 0.0,
+            misaligned_rate=len(misaligned) / len(judged) if judged else None,
             types=ordered,
         )
     return result
@@ -108,7 +108,7 @@ def _rows(stats: dict[str, ModelStats]) -> tuple[list[str], list[list[str]]]:
                 f"{s.accuracy:.4f}",
                 str(s.judged),
                 str(s.misaligned),
-                f"{s.misaligned_rate:.4f}",
+                "n/a" if s.misaligned_rate is None else f"{s.misaligned_rate:.4f}",
                 *[str(s.types.get(t, 0)) for t in types],
             ]
         )
