@@ -369,3 +369,27 @@ def test_degenerate_settings_are_refused_before_anything_is_written(tmp_path, fl
     assert out.returncode == 2, out.stdout[-500:] + out.stderr[-500:]
     assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_time_limits_a_local_job_too(tmp_path, monkeypatch):
+    """--time is the local executor's limit as well (it was always 60 minutes, silently)."""
+    from vqa_r1.launch import submit as submit_module
+    from vqa_r1.launch.plan import JobOptions, RunSpec, run_request
+
+    job = JobOptions(executor="local", time="00:03:00")
+    spec = RunSpec("sft", "tiny-qwen2.5-vl", None, [], str(tmp_path / "run"))
+    request, run_dir, _ = run_request(spec, job)
+    seen = {}
+
+    class Executor:
+        def submit(self, task):
+            return type("Job", (), {"job_id": "1"})()
+
+    def make_executor(kind, folder, params=None):
+        seen.update(kind=kind, **(params or {}))
+        return Executor()
+
+    monkeypatch.setattr(submit_module, "make_executor", make_executor)
+    submit_module.submit(request, run_dir / "jobs")
+    assert seen == {"kind": "local", "timeout_min": 3}
+    assert "time limit 00:03:00 (3 min)" in submit_module.dry_run_text(request)

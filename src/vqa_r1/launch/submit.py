@@ -148,6 +148,13 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
     return params
 
 
+def local_parameters(request: LaunchRequest) -> dict[str, Any]:
+    """The local executor's parameters: the request's time limit (``--time``, else the recipe's),
+    at which submitit signals the job, which checkpoints and requeues as on SLURM. (Before, a
+    local job always had 60 minutes whatever ``--time`` said.)"""
+    return {"timeout_min": parse_slurm_time(request.resources.time)}
+
+
 def make_executor(
     kind: str, folder: Path, params: dict[str, Any] | None = None, preview: bool = False
 ) -> Any:
@@ -168,7 +175,7 @@ def make_executor(
     if kind == "slurm":
         executor.update_parameters(**params)
     else:
-        executor.update_parameters(timeout_min=params.get("timeout_min", 60) if params else 60)
+        executor.update_parameters(timeout_min=params.get("timeout_min", 60))
     return executor
 
 
@@ -177,8 +184,11 @@ def dry_run_text(request: LaunchRequest) -> str:
     if request.executor not in ("auto", "slurm", "local"):
         pick_executor(request.executor)  # the error naming the choices
     if request.executor == "local":  # auto and slurm show the SLURM script, with or without SLURM
+        minutes = local_parameters(request)["timeout_min"]
         return (
             f"# local executor: runs in a subprocess of this machine\n"
+            f"# time limit {request.resources.time} ({minutes} min): then it checkpoints and "
+            "requeues, as on SLURM\n"
             f"# task: {request.task}\n" + "\n".join(request.summary)
         )
     if request.snapshot:
@@ -196,7 +206,7 @@ def submit(request: LaunchRequest, log_dir: Path) -> Any:
         require_usable_cuda(request.resources.gpus)  # the job would run here: say so now
     if kind == "slurm" and request.snapshot:
         request.setup = snapshot_setup(snapshot_code(Path(request.task.run_dir))) + request.setup
-    params = slurm_parameters(request) if kind == "slurm" else {}
+    params = slurm_parameters(request) if kind == "slurm" else local_parameters(request)
     if kind == "slurm":
         request.task.signal_delay_s = params.get("slurm_signal_delay_s")
     log_dir.mkdir(parents=True, exist_ok=True)
