@@ -79,3 +79,53 @@ def test_configuration_reference_is_generated_from_the_field_metadata():
     )
     for key in ("train.per_device_train_batch_size", "max_time", "judge_model", "steps"):
         assert f"`{key}`" in out.stdout
+
+
+def _key_line(help_text: str, key: str) -> str:
+    return next(line for line in help_text.splitlines() if line.startswith(f"  {key} ("))
+
+
+@pytest.mark.parametrize(
+    "argv, verb, model",
+    [
+        (["vqa-r1", "sft"], "sft", "tiny-qwen2.5-vl"),
+        (["vqa-r1", "sft", "--model", "smolvlm-256m"], "sft", "smolvlm-256m"),
+        (["launch", "grpo", "--model", "qwen2.5-vl-3b"], "grpo", "qwen2.5-vl-3b"),
+    ],
+)
+def test_run_help_shows_the_recipe_values_the_command_uses(argv, verb, model, capsys):
+    """The key list of sft/grpo/evaluate --help has the resolved recipe's values, not the
+    dataclass defaults (which no recipe keeps)."""
+    from vqa_r1.cli import main
+    from vqa_r1.cli.launch import main as launch_main
+    from vqa_r1.config import RunConfig
+    from vqa_r1.recipes import load_config
+
+    entry = main if argv[0] == "vqa-r1" else launch_main
+    with pytest.raises(SystemExit) as done:
+        entry([*argv[1:], "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    recipe, bare = load_config(verb, model), RunConfig()
+    differ = 0
+    for section, key in (("train", "learning_rate"), ("train", "num_train_epochs"),
+                         ("resources", "time"), ("lora", "r")):  # fmt: skip
+        value = getattr(getattr(recipe, section), key)
+        assert f"default {value})" in _key_line(out, f"{section}.{key}")
+        differ += value != getattr(getattr(bare, section), key)
+    assert differ  # the recipe sets some of these: the test can fail
+    assert f"recipe {recipe.recipe} for --model {model}" in out
+
+
+@pytest.mark.parametrize("verb", ["sft", "grpo", "evaluate"])
+@pytest.mark.parametrize("bad", [["--model", "no-such-model"], ["--set", "train.no_such=1"]])
+def test_bad_run_input_is_refused_before_torch_is_imported(verb, bad, tmp_path):
+    """An unknown model or key is refused in a fraction of a second (torch takes seconds)."""
+    code = (
+        "import sys\nfrom vqa_r1.cli import main\n"
+        f"code = main({[verb, *bad, '--output-dir', str(tmp_path / 'run')]!r})\n"
+        "print(code, 'torch' in sys.modules)"
+    )
+    out = _run([sys.executable, "-c", code])
+    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
+    assert not (tmp_path / "run").exists()

@@ -286,8 +286,12 @@ def type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(key, type, default, help) for every field, nested sections as ``section.key``."""
+def describe(cls: type, prefix: str = "", values: Any = None) -> list[tuple[str, str, str, str]]:
+    """(key, type, default, help) for every field, nested sections as ``section.key``.
+
+    ``values``: an instance of ``cls`` (e.g. a resolved recipe) whose values are shown as the
+    defaults instead of the dataclass's own, for help that says what a command will use.
+    """
     rows = []
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
@@ -296,9 +300,12 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
         key = f"{prefix}{f.name}"
         annotation = hints[f.name]
         if dataclasses.is_dataclass(annotation):
-            rows.extend(describe(annotation, f"{key}."))
+            nested = getattr(values, f.name) if values is not None else None
+            rows.extend(describe(annotation, f"{key}.", nested))
             continue
-        if f.default is not dataclasses.MISSING:
+        if values is not None:
+            default = getattr(values, f.name)
+        elif f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
@@ -318,10 +325,11 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def help_text(cls: type, prefix: str = "") -> str:
-    """The keys of ``cls`` for an argparse epilog: one line per key with type, default and help."""
+def help_text(cls: type, prefix: str = "", values: Any = None) -> str:
+    """The keys of ``cls`` for an argparse epilog: one line per key with type, default and help
+    (the defaults taken from ``values`` when given, see ``describe``)."""
     lines = []
-    for key, kind, default, text in describe(cls, prefix):
+    for key, kind, default, text in describe(cls, prefix, values):
         lines.append(f"  {key} ({kind}, default {default})")
         if text:
             lines.append(f"      {text}")

@@ -73,6 +73,56 @@ def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
         for flag, key in _EVAL_SHORTCUTS:
             parser.add_argument(flag, default=None, help=f"shortcut for --set {key}=VALUE")
     parser.epilog = "configuration keys (--set KEY=VALUE):\n" + help_text(RunConfig)
+    # replace argparse's own -h/--help (the subparser and its options group both check conflicts)
+    parser.conflict_handler = parser._optionals.conflict_handler = "resolve"
+    parser.add_argument(
+        "-h",
+        "--help",
+        action=RecipeHelp,
+        verb=verb,
+        help="show this help, with the values of the recipe --model/--recipe/--set given before "
+        "it (default model: tiny-qwen2.5-vl), and exit",
+    )
+
+
+class RecipeHelp(argparse.Action):
+    """``--help`` whose key list shows the values the command will use: the recipe of the model
+    (and ``--recipe``, ``--set``, ``--dataset``) given before ``--help``, resolved as the command
+    resolves it, rather than the dataclass defaults no recipe keeps."""
+
+    def __init__(self, option_strings: list[str], verb: str, help: str | None = None, **_: object):
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help
+        )
+        self.verb = verb
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+        parser.epilog = recipe_epilog(self.verb, namespace)
+        parser.print_help()
+        parser.exit()
+
+
+def recipe_epilog(verb: str, namespace: argparse.Namespace) -> str:
+    """The configuration keys with the values ``verb`` would use given what is parsed so far."""
+    from vqa_r1.errors import UserError
+    from vqa_r1.recipes import load_config
+
+    model = getattr(namespace, "model", None) or "tiny-qwen2.5-vl"
+    overrides = list(getattr(namespace, "overrides", None) or [])
+    if getattr(namespace, "dataset", None):
+        overrides.append(f"data.dataset={namespace.dataset}")
+    try:
+        config = load_config(verb, model, getattr(namespace, "recipe", None), overrides)
+    except UserError as err:
+        return (
+            f"configuration keys (--set KEY=VALUE), dataclass defaults (no recipe: {err}):\n"
+            + help_text(RunConfig)
+        )
+    return (
+        f"configuration keys (--set KEY=VALUE), with the values of recipe {config.recipe} for "
+        f"--model {model} (give --model M before --help for another model's):\n"
+        + help_text(RunConfig, values=config)
+    )
 
 
 # evaluate's flags that are shortcuts for --set: parsed and checked by the key's field

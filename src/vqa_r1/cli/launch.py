@@ -58,7 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb in JOB_VERBS:
         # judge has a --dry-run of its own (a cost estimate); here the launcher's meaning wins
-        p = sub.add_parser(verb, help=f"submit a {verb} job", conflict_handler="resolve")
+        p = sub.add_parser(
+            verb,
+            help=f"submit a {verb} job",
+            conflict_handler="resolve",
+            formatter_class=argparse.RawDescriptionHelpFormatter,  # the key list, one per line
+        )
         if verb == "judge":
             add_launch_arguments(p)
             add_output_dir_argument(p, "job folder (logs, results)", "runs/judge")
