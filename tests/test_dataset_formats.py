@@ -78,6 +78,22 @@ def test_vsr_release_is_converted_with_dev_as_validation(vsr_release):
         load_split(vsr_release, "dev")
 
 
+def test_vsr_row_without_a_field_names_the_file_row_and_field(vsr_release, capsys):
+    from vqa_r1.cli import main
+
+    train = vsr_release / "splits" / "random" / "train.jsonl"
+    rows = [json.loads(line) for line in train.read_text().splitlines()]
+    del rows[1]["caption"]
+    write_jsonl(train, rows)
+    with pytest.raises(UserError, match=rf"{train}: row 2 has no 'caption'; every VSR row needs"):
+        load_split(vsr_release, "train")
+    assert main(["data", "show", str(vsr_release)]) == 2
+    assert "row 2 has no 'caption'" in capsys.readouterr().err
+    assert not (vsr_release / formats.CACHE_DIR).exists() or not any(
+        (vsr_release / formats.CACHE_DIR).iterdir()
+    )  # nothing half-converted is kept
+
+
 def test_vsr_variant_folder_finds_images_two_levels_up(vsr_release):
     ds = load_split(vsr_release / "splits" / "zeroshot", "test")
     assert ds["caption"] == [

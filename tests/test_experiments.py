@@ -303,3 +303,98 @@ def test_latex_labels_are_unique_per_experiment(tmp_path):
             labels += re.findall(r"\\label\{([^}]*)\}", tex.read_text())
     assert len(labels) == 4 and len(set(labels)) == 4, labels
     assert "tab:text-bias-a:accuracy" in labels
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "unreadable scores"),
+        ('{"n": 100, "correct": 80, "accuracy": "high"}', "accuracy is 'high', not a number"),
+        ('{"n": 100, "accuracy": 0.8, "accuracy_ci_95": "wide"}', "accuracy_ci_95 is 'wide'"),
+    ],
+)
+def test_tables_name_a_damaged_scores_file(text, message, tmp_path, capsys):
+    """A scores.json that exists but is damaged is an error naming it, not a `missing` row or a
+    table that prints text as an accuracy with status ok."""
+    from vqa_r1.cli import main
+
+    _experiment(tmp_path / "exp")
+    for step in ("base", "sft-none", "sft-0.7"):
+        _scores(tmp_path / "exp" / "eval" / step, 70, 100)
+    bad = tmp_path / "exp" / "eval" / "sft-0.9" / "scores.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(text)
+    args = ["tables", "--results", str(tmp_path), "--study", str(tmp_path / "none")]
+    assert main([*args, "--readme", str(tmp_path / "none.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad}: {message}") and "re-run its evaluation" in err, err
+
+
+def test_a_damaged_experiment_json_is_named_by_every_command(tmp_path, capsys):
+    from vqa_r1.cli import main
+
+    root = tmp_path / "exp"
+    root.mkdir()
+    (root / "experiment.json").write_text('{"experiment": "t", "steps": [')
+    assert main(["tables", str(root)]) == 2
+    assert launch_main(["status", str(root)]) == 2
+    args = ["experiment", "prompt-tuning", "--model", "tiny-qwen2.5-vl", "--output-dir", str(root)]
+    assert launch_main([*args, "--executor", "local"]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 3, errors
+    for line in errors:
+        assert line.startswith(f"error: {root / 'experiment.json'}: not valid JSON"), line
+        assert "re-launch the experiment's command" in line
+
+
+def _launched(b) -> None:
+    """Record a plan as a launch does (experiment.json with its steps), without running them."""
+    from vqa_r1.experiments import header
+    from vqa_r1.launch.chain import write_chain_file
+
+    write_chain_file(b.root / "experiment.json", header(b), b.steps, "local", "the first command")
+
+
+def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, capsys):
+    """prompt-tune steps too (they were re-planned under the new settings, their old results kept
+    and experiment.json's command rewritten); the refusal leaves experiment.json as it was."""
+    job = JobOptions(executor="local")
+    root = tmp_path / "exp"
+    _launched(plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job))
+    record = (root / "experiment.json").read_bytes()
+    assert "settings" in json.loads(record)["steps"][0]
+    plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # unchanged: fine
+    for change in ("prompt-tune:learning_rate=0.5", "prompt-tune:eval_limit=3"):
+        args = ["experiment", "prompt-tuning", "--model", "tiny-qwen2.5-vl", "--set", change]
+        assert launch_main([*args, "--output-dir", str(root), "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert "was launched with other settings: " + change.split(":")[1].split("=")[0] in err
+        assert "--output-dir" in err and len(err.splitlines()) == 1
+        assert (root / "experiment.json").read_bytes() == record
+
+    sim = tmp_path / "sim"
+    overrides = [*SMALL_DATA, "experiment.methods=sft"]
+    _launched(plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(sim), job))
+    for change in ("sft:train.learning_rate=0.5", "evaluate:eval.batch_size=3"):
+        with pytest.raises(UserError, match="was launched with other settings"):
+            plan_experiment("sim2real", "tiny-qwen2.5-vl", [*overrides, change], str(sim), job)
+
+
+def test_a_dry_run_of_an_unchanged_relaunch_on_synthetic_data_is_not_refused(tmp_path, capsys):
+    """The dry run names the synthetic folders a launch uses, so its configs match the launch's
+    (it named a placeholder and was refused: 'started with other settings (data.dataset)')."""
+    overrides = [*SMALL_DATA, "experiment.methods=sft"]
+    root = tmp_path / "sim"
+    launched = plan_experiment(
+        "sim2real", "tiny-qwen2.5-vl", overrides, str(root), JobOptions(executor="local")
+    )
+    _launched(launched)
+    dry = plan_experiment(
+        "sim2real", "tiny-qwen2.5-vl", overrides, str(root), JobOptions(dry_run=True)
+    )
+
+    def datasets(b) -> dict:
+        return {s.name: s.info["settings"]["data.dataset"] for s in b.steps if s.name != "tables"}
+
+    assert datasets(dry) == datasets(launched) and len(datasets(dry)) == 8
+    assert any("(cached)" in note for note in dry.notes)

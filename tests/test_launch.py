@@ -393,3 +393,26 @@ def test_time_limits_a_local_job_too(tmp_path, monkeypatch):
     submit_module.submit(request, run_dir / "jobs")
     assert seen == {"kind": "local", "timeout_min": 3}
     assert "time limit 00:03:00 (3 min)" in submit_module.dry_run_text(request)
+
+
+def test_a_refused_sbatch_is_one_line_with_slurms_message(tmp_path, monkeypatch, capsys):
+    """sbatch's own refusal (a bad partition here) reaches the user as one line, no traceback."""
+    import os
+
+    import submitit
+
+    from vqa_r1.cli.launch import main as launch_main
+
+    said = "sbatch: error: Batch job submission failed: Invalid partition name specified"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\necho '{said}' >&2\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 2))
+    run = tmp_path / "run"
+    args = ["evaluate", "--model", "tiny-qwen2.5-vl", "--executor", "slurm", "--no-snapshot"]
+    assert launch_main([*args, "--output-dir", str(run)]) == 2
+    out = capsys.readouterr()
+    assert out.err.count("\n") == 1 and out.err.startswith("error: sbatch refused job"), out.err
+    assert said in out.err and str(run) in out.err and "cluster profile" in out.err

@@ -84,3 +84,22 @@ def test_score_cli_rejects_bad_file(tmp_path):
     )
     assert out.returncode == 2
     assert "predicted_response" in out.stderr and str(bad) in out.stderr
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.write_bytes(bytes(range(256))), "not a text (JSON) file"),
+        (lambda p: p.write_text("[]"), "no responses (an empty list)"),
+        (lambda p: p.mkdir(), "a folder; give a generated_responses.json file"),
+    ],
+)
+def test_score_names_the_file_and_what_is_wrong(make, message, tmp_path, capsys):
+    """A binary file, an empty list, a folder: one line naming the file, no traceback."""
+    from vqa_r1.cli import main
+
+    path = tmp_path / "r.json"
+    make(path)
+    assert main(["score", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: {message}") and len(err.splitlines()) == 1, err

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from vqa_r1.errors import UserError
+from vqa_r1.errors import UserError, unwritable_message
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `vqa-r1 ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
+    except OSError as err:  # a read-only output folder: one line, not a traceback
+        if (message := unwritable_message(err)) is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

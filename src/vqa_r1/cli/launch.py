@@ -29,7 +29,7 @@ from vqa_r1.cli.common import (
     add_set_argument,
     run_spec,
 )
-from vqa_r1.errors import UserError
+from vqa_r1.errors import UserError, unwritable_message
 from vqa_r1.judge.job import add_launch_arguments, config_from_args, server_setup_lines
 from vqa_r1.launch import monitor as m
 from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS, run_pipeline
@@ -311,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a read-only output folder: one line, not a traceback
+        if (message := unwritable_message(err)) is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
         return 2
 
 

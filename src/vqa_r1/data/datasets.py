@@ -75,6 +75,14 @@ def synthetic_spec(data_cfg: Any) -> Any:
     )
 
 
+def synthetic_target(data_cfg: Any) -> Path:
+    """Where the synthetic dataset of a DataConfig is (or will be) cached, generating nothing:
+    a dry run names the same folder as the launch, so its configs match a launched run's."""
+    spec = synthetic_spec(data_cfg)
+    key = json.dumps([spec.splits, spec.seed, scene_config_dict(spec.scene), 2])
+    return cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
 def synthetic_dataset_dir(data_cfg: Any) -> Path:
     """Generate (once, cached by its parameters) the synthetic dataset a DataConfig describes.
 
@@ -84,9 +92,8 @@ def synthetic_dataset_dir(data_cfg: Any) -> Path:
     (vqa_r1.ranks.wait_for); the cache must be on a filesystem all ranks see, like the run
     directory. Two ranks generating at once would replace the folder under each other's feet.
     """
+    target = synthetic_target(data_cfg)
     spec = synthetic_spec(data_cfg)
-    key = json.dumps([spec.splits, spec.seed, scene_config_dict(spec.scene), 2])
-    target = cache_root() / "data" / f"synthetic-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     ready = (target / "hf").exists
     if ready():
         return target

@@ -21,18 +21,29 @@ from vqa_r1.rewards import format_reward
 def read_responses(path: str | Path) -> list[dict]:
     """A generated_responses.json: a list of {"true_response", "predicted_response"}."""
     path = Path(path)
+    expected = "a list of objects with 'true_response' and 'predicted_response'"
+    if path.is_dir():
+        hint = (
+            " (the evaluation's own file)" if (path / "generated_responses.json").is_file() else ""
+        )
+        raise UserError(
+            f"{path}: a folder; give a generated_responses.json file, e.g. "
+            f"{path / 'generated_responses.json'}{hint}"
+        )
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text (JSON) file; expected {expected}") from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(data, list) or not all(
         isinstance(r, dict) and "true_response" in r and "predicted_response" in r for r in data
     ):
-        raise UserError(
-            f"{path}: expected a list of objects with 'true_response' and 'predicted_response'"
-        )
+        raise UserError(f"{path}: expected {expected}")
+    if not data:
+        raise UserError(f"{path}: no responses (an empty list); nothing to score")
     return data
 
 

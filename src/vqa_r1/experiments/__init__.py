@@ -18,7 +18,7 @@ from vqa_r1.experiments.builder import Builder, split_overrides
 from vqa_r1.experiments.spec import list_specs, load_spec
 from vqa_r1.launch import chain
 from vqa_r1.launch.plan import JobOptions
-from vqa_r1.report.experiment import EXPERIMENT_FILE
+from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
 from vqa_r1.typed_config import to_dict
 
 PLANNERS = {
@@ -40,10 +40,18 @@ def plan_experiment(
     root = Path(output_dir or f"results/experiments/{label}-{model}").resolve()
     if (root / "config.yaml").exists():
         raise UserError(f"{root} is a run directory; give the experiment its own --output-dir")
-    b = Builder(spec, label, model, root, job, per_verb)
+    b = Builder(spec, label, model, root, job, per_verb, previous=previous_steps(root))
     PLANNERS[spec.kind](b)
     b.add_tables_step()
     return b
+
+
+def previous_steps(root: Path) -> dict[str, dict]:
+    """The steps a previous launch recorded (name -> record); a damaged record is an error."""
+    if not (root / EXPERIMENT_FILE).exists():
+        return {}
+    steps = read_experiment(root).get("steps", [])
+    return {s["name"]: s for s in steps if isinstance(s, dict) and "name" in s}
 
 
 def header(b: Builder) -> dict:

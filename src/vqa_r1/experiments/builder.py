@@ -62,6 +62,8 @@ class Builder:
     root: Path
     job: JobOptions
     overrides: dict[str, list[str]]
+    # each step's settings as the previous launch recorded them in experiment.json
+    previous: dict[str, dict] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
     prep: list[DataPrep] = field(default_factory=list)
     tables: list[dict] = field(default_factory=list)
@@ -109,9 +111,13 @@ class Builder:
         return str(folder)
 
     def synthetic(self, data_config: Any, what: str) -> str:
-        if self.job.dry_run:
-            self.notes.append(f"{what}: generated at submission")
-            return f"<{what.split(' (')[0]}, generated at submission>"
+        if self.job.dry_run:  # the folder a launch would use (its configs must match a launch's)
+            from vqa_r1.data.datasets import synthetic_target
+
+            folder = synthetic_target(data_config)
+            when = "cached" if (folder / "hf").exists() else "generated at submission"
+            self.notes.append(f"{what}: {folder} ({when})")
+            return str(folder)
         from vqa_r1.data.datasets import dataset_dir
 
         folder = str(dataset_dir(data_config))
@@ -167,6 +173,8 @@ class Builder:
         run_dir = self.root / name
         config.output_dir = str(run_dir)
         done = is_done(verb, run_dir)
+        settings = step_settings(config.to_dict())
+        self.check_relaunch(name, settings)
         if (run_dir / "config.yaml").exists():  # finished or not: its results are these settings'
             check_same_config(run_dir, config)
         request = request_for_config(
@@ -174,9 +182,26 @@ class Builder:
         )
         request.job_name = f"vqa-r1-{self.name}-{verb}"
         step = Step(name, run_dir, request, list(after), done=done)
-        step.info = {"verb": verb, **info}
+        step.info = {"verb": verb, **info, "settings": settings}
         self.steps.append(step)
         return step
+
+    def check_relaunch(self, name: str, settings: dict) -> None:
+        """A re-launch must plan each step with the settings the previous launch recorded: a
+        complete step is skipped, so other settings would put its old results under the new
+        command (and experiment.json would claim the new settings made them)."""
+        before = self.previous.get(name, {}).get("settings")
+        if before is None:  # a new step, or a launch from before settings were recorded
+            return
+        differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+        if differ:
+            shown = ", ".join(f"{k} ({before.get(k)!r} -> {settings.get(k)!r})" for k in differ[:4])
+            more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+            raise UserError(
+                f"{self.root / 'experiment.json'}: step {name} was launched with other settings: "
+                f"{shown}{more}. Re-launch with the same --set values, or give the experiment a "
+                "new --output-dir"
+            )
 
     def train(
         self,
@@ -240,6 +265,10 @@ class Builder:
         check_model_available(self.config("sft"), submitting=not self.job.dry_run)
         run_dir = self.root / name
         verb = "prompt_base" if base else "prompt_tune"
+        settings = step_settings(to_dict(config))
+        self.check_relaunch(name, settings)
+        if (run_dir / "config.yaml").exists():  # the training run's own record of its settings
+            check_same_prompt_config(run_dir, settings)
         r = self.config("sft").resources
         gpus = self.job.gpus if self.job.gpus is not None else r.gpus
         request = LaunchRequest(
@@ -258,7 +287,7 @@ class Builder:
             snapshot=self.job.snapshot,
         )
         step = Step(name, run_dir, request, [], done=is_done(verb, run_dir))
-        step.info = {"verb": verb, "labels": {"mode": mode, "base": base}}
+        step.info = {"verb": verb, "labels": {"mode": mode, "base": base}, "settings": settings}
         self.steps.append(step)
         return step
 
@@ -298,6 +327,33 @@ def is_done(verb: str, run_dir: Path) -> bool:
         state = RunDir(run_dir).status().get("state") if run_dir.exists() else None
         return state == "COMPLETED" and (verb != "merge" or merged_dir(run_dir).exists())
     return False
+
+
+def step_settings(config: dict) -> dict:
+    """A step's settings as compared between launches, flattened to ``section.key``: everything
+    but where it runs (resources) and its own folder (output_dir)."""
+    flat: dict = {}
+    for key, value in config.items():
+        if key in ("resources", "output_dir"):
+            continue
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def check_same_prompt_config(run_dir: Path, settings: dict) -> None:
+    """A prompt-tuning run directory is resumed (or skipped as complete) only under its settings."""
+    import yaml
+
+    old = step_settings(yaml.safe_load((run_dir / "config.yaml").read_text()) or {})
+    differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+    if differ:
+        raise UserError(
+            f"{run_dir} was started with other settings ({', '.join(differ[:6])}); resume with "
+            "the same --set values, or give the experiment a new --output-dir"
+        )
 
 
 def check_same_config(run_dir: Path, config: RunConfig) -> None:

@@ -103,12 +103,13 @@ def dry_run(steps: list[Step], header_lines: list[str]) -> str:
 
 
 def previous_jobs(path: Path) -> dict[str, str]:
-    """Job ids of the previous launch's steps, from its chain file."""
-    import json
+    """Job ids of the previous launch's steps, from its chain file (a damaged one: UserError)."""
+    from vqa_r1.report.experiment import read_experiment
 
     if not path.exists():
         return {}
-    return {s["name"]: s["job_id"] for s in json.loads(path.read_text())["steps"] if s["job_id"]}
+    steps = read_experiment(path.parent).get("steps", [])
+    return {s["name"]: s["job_id"] for s in steps if isinstance(s, dict) and s.get("job_id")}
 
 
 def queued_states() -> dict[str, str]:

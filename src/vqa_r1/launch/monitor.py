@@ -30,7 +30,8 @@ import submitit
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
-from vqa_r1.report.experiment import EXPERIMENT_FILE  # an experiment's chain: steps as a pipeline's
+# an experiment's chain: steps as a pipeline's
+from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
 from vqa_r1.run_dir import process_alive
 
 JOBS_FILE = "jobs.json"
@@ -174,7 +175,10 @@ def resolve_target(target: str) -> tuple[str, list[Entry]]:
             (path / f for f in (PIPELINE_FILE, EXPERIMENT_FILE) if (path / f).exists()), None
         )
         if chain is not None:
-            steps = json.loads(chain.read_text())["steps"]
+            if chain.name == EXPERIMENT_FILE:  # a damaged one is an error naming it
+                steps = read_experiment(path).get("steps", [])
+            else:
+                steps = json.loads(chain.read_text())["steps"]
             entries = [_entry(s["name"], Path(s["run_dir"]), s.get("job_id")) for s in steps]
             for entry, step in zip(entries, steps, strict=True):
                 entry.recorded_state = step.get("state")

@@ -211,8 +211,30 @@ def submit(request: LaunchRequest, log_dir: Path) -> Any:
         request.task.signal_delay_s = params.get("slurm_signal_delay_s")
     log_dir.mkdir(parents=True, exist_ok=True)
     executor = make_executor(kind, log_dir, params)
-    job = executor.submit(request.task)
-    return job
+    if kind != "slurm":
+        return executor.submit(request.task)
+    return submit_to_slurm(executor, request)
+
+
+def submit_to_slurm(executor: Any, request: LaunchRequest) -> Any:
+    """``sbatch`` through submitit; a refusal (bad partition, account, limits) is a UserError
+    carrying SLURM's own message, not submitit's traceback with the message printed above it."""
+    import contextlib
+    import io
+
+    from submitit.core.utils import FailedJobError
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):  # submitit echoes sbatch's stderr: ours says it
+            return executor.submit(request.task)
+    except FailedJobError as err:
+        said = " ".join(str(err).split()) or " ".join(captured.getvalue().split()) or "no message"
+        raise UserError(
+            f"sbatch refused job {request.job_name} ({request.task.run_dir}): {said}. Check the "
+            f"cluster profile ({request.cluster or default_cluster()}: partition, account, "
+            "limits) or the resources asked for (--gpus, --time)"
+        ) from None
 
 
 def wait_local(job: Any, poll_s: float = 2.0) -> Any:

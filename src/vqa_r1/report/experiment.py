@@ -25,10 +25,22 @@ SCORE_COLUMNS = ("n", "accuracy", "ci_low", "ci_high", "f1_weighted")
 
 
 def read_experiment(root: Path) -> dict:
-    path = root / EXPERIMENT_FILE
+    """``root/experiment.json``; a missing, unreadable or damaged one is a UserError naming it."""
+    path = Path(root) / EXPERIMENT_FILE
     if not path.exists():
         raise UserError(f"{root}: no {EXPERIMENT_FILE}; not an experiment folder")
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem = f"not valid JSON ({err})"
+    else:
+        if isinstance(data, dict) and isinstance(data.get("steps", []), list):
+            return data
+        problem = "not an experiment record (expected an object with its steps and tables)"
+    raise UserError(
+        f"{path}: {problem}. It is written by `slurm/launch.py experiment`: restore it (from git "
+        "or a backup), or re-launch the experiment's command to write it again"
+    )
 
 
 def _value(root: Path, relative: str, key: str) -> Any:
@@ -47,16 +59,12 @@ def table_rows(root: Path, table: dict) -> list[dict]:
             row[column] = value
         for column, (relative, key) in spec.get("from_files", {}).items():
             row[column] = _value(root, relative, key)
-        scores_path = root / spec.get("scores", f"{spec['step']}/scores.json")
-        try:
-            scores = json.loads(scores_path.read_text())
-        except (OSError, ValueError):
-            scores = None
+        scores = read_scores(root / spec.get("scores", f"{spec['step']}/scores.json"))
         row["_per_relation"] = (scores or {}).get("per_relation") or {}
         if scores is None:
             row.update({c: None for c in SCORE_COLUMNS}, correct=None, status="missing")
         else:
-            low, high = scores.get("accuracy_ci_95", [None, None])
+            low, high = scores.get("accuracy_ci_95") or [None, None]
             row.update(
                 n=scores.get("n"),
                 accuracy=scores.get("accuracy"),
@@ -68,6 +76,38 @@ def table_rows(root: Path, table: dict) -> list[dict]:
             )
         rows.append(row)
     return rows
+
+
+def read_scores(path: Path) -> dict | None:
+    """An evaluation's scores.json; None when it does not exist (not evaluated yet, or failed).
+
+    Evaluations write it atomically, so one that exists but does not parse, or whose numbers are
+    not numbers, was damaged or written by something else: a UserError naming it, never a
+    ``missing`` row (that would hide it) nor a table showing text as an accuracy.
+    """
+    if not path.exists():
+        return None
+    fix = "re-run its evaluation (delete the file, then re-launch the experiment) or restore it"
+    try:
+        scores = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: unreadable scores ({err}); {fix}") from None
+    if not isinstance(scores, dict):
+        raise UserError(f"{path}: expected a JSON object of scores; {fix}")
+    for key in ("n", "correct", "accuracy", "f1_weighted"):
+        value = scores.get(key)
+        if value is not None and not _is_number(value):
+            raise UserError(f"{path}: {key} is {value!r}, not a number; {fix}")
+    interval = scores.get("accuracy_ci_95")
+    if interval is not None and not (
+        isinstance(interval, list) and len(interval) == 2 and all(map(_is_number, interval))
+    ):
+        raise UserError(f"{path}: accuracy_ci_95 is {interval!r}, not [low, high]; {fix}")
+    return scores
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _matches(row: dict, wanted: dict) -> bool:

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from vqa_r1.data.formats.common import check_labels, first_existing, notice, string_features
+from vqa_r1.errors import UserError
 from vqa_r1.io import read_jsonl
 
 NAME = "vsr"
@@ -104,6 +105,8 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
         if not path.is_file():
             continue
         items = list(read_jsonl(path))
+        for number, item in enumerate(items, 1):
+            check_fields(path, number, item)
         check_labels((item.get("label") for item in items), str(path))
         rows = []
         for item in items:
@@ -120,6 +123,19 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
             )
         splits[split] = rows
     return splits, {"split_folder": str(base), "image_folder": str(images)}
+
+
+FIELDS = ("image", "caption", "label", "relation")
+
+
+def check_fields(path: Path, number: int, item: object) -> None:
+    """A row without one of the fields read here is an error naming the file, row and field."""
+    missing = [f for f in FIELDS if f not in item] if isinstance(item, dict) else list(FIELDS)
+    if missing:
+        raise UserError(
+            f"{path}: row {number} has no {', '.join(repr(f) for f in missing)}; every VSR row "
+            f"needs {', '.join(FIELDS)} (as in the release's data/README.md)"
+        )
 
 
 def features():
