@@ -129,3 +129,37 @@ def test_bad_run_input_is_refused_before_torch_is_imported(verb, bad, tmp_path):
     out = _run([sys.executable, "-c", code])
     assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def _unwritable_folder(tmp_path: Path) -> Path:
+    """A folder this process cannot write: chmod 555 (root may write anyway: then sysfs)."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if not os.access(folder, os.W_OK):
+        return folder
+    try:
+        (Path("/sys") / "vqa-r1-probe").mkdir()
+    except OSError:
+        return Path("/sys")
+    pytest.skip("no folder here refuses writes")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["vqa-r1", "data", "generate", "--out", "{dir}/data", "--train", "2"],
+        ["vqa-r1", "evaluate", "--model", "tiny-qwen2.5-vl", "--output-dir", "{dir}/eval"],
+        ["launch", "sft", "--model", "tiny-qwen2.5-vl", "--output-dir", "{dir}/run"],
+    ],
+)
+def test_a_read_only_output_folder_is_one_line(argv, tmp_path, capsys):
+    from vqa_r1.cli import main
+    from vqa_r1.cli.launch import main as launch_main
+
+    folder = _unwritable_folder(tmp_path)
+    entry = main if argv[0] == "vqa-r1" else launch_main
+    assert entry([a.replace("{dir}", str(folder)) for a in argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {folder}") and "cannot write here" in err, err
+    assert "--output-dir" in err and len(err.splitlines()) == 1
