@@ -396,3 +396,119 @@ def test_study_table_reads_the_model_from_the_folder_above_the_run(realdata):
     assert len(smol) == 6 and set(smol["model"]) == {"SmolVLM"}
     assert parse_run_name("vsr/SmolVLM/sft-val")["model"] == "SmolVLM"
     assert parse_run_name("vsr/grpo-test-set")["model"] == "Qwen2.5-VL-3B"
+
+
+# --------------------------------------------------------------------------- plots a paper can use
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions save, drawn, for inspecting what they show."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from vqa_r1.report import plots
+
+    saved = []
+    real = plots._save_png
+
+    def keep(fig, png):
+        FigureCanvasAgg(fig).draw()
+        saved.append(fig)
+        return real(fig, png)
+
+    monkeypatch.setattr(plots, "_save_png", keep)
+    return saved
+
+
+def _texts_inside(fig) -> list[str]:
+    """Titles, axis labels, legend and annotation texts drawn (even partly) outside the figure."""
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    texts = list(fig.texts)
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        if ax.get_legend():
+            texts += [ax.get_legend().get_title(), *ax.get_legend().get_texts()]
+    outside = []
+    for text in texts:
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        e = text.get_window_extent(renderer)
+        if e.x0 < box.x0 - 1 or e.x1 > box.x1 + 1 or e.y0 < box.y0 - 1 or e.y1 > box.y1 + 1:
+            outside.append(text.get_text())
+    return outside
+
+
+LONG_TITLE = "Demo on tiny-qwen2.5-vl-pretrained: accuracy on the test split of every condition"
+
+
+def test_accuracy_plots_are_labelled_for_a_paper(accuracies, figures, tmp_path):
+    """Titles inside the figure; error bars named as Wilson 95 % intervals with their n; the
+    legend titled with what the colours are; the x axis labelled."""
+    data = accuracies.assign(n=[100, 100, 100, 100, 100])
+    plot_accuracy_bars(
+        data, tmp_path / "b.png", label="condition", hue="method", title=LONG_TITLE,
+        xlabel="condition / domain",
+    )  # fmt: skip
+    (fig,) = figures
+    ax = fig.axes[0]
+    assert _texts_inside(fig) == []
+    legend = ax.get_legend()
+    assert legend.get_title().get_text() == "method"
+    assert "Wilson 95 % CI (n = 100 each)" in [t.get_text() for t in legend.get_texts()]
+    assert ax.get_xlabel() == "condition / domain"
+
+    figures.clear()  # samples of different sizes: each bar says its n
+    plot_accuracy_bars(data.assign(n=[100, 90, 80, 70, 60]), tmp_path / "c.png", hue="method")
+    texts = {t.get_text() for t in figures[0].axes[0].texts}
+    assert {"n=100", "n=90", "n=60"} <= texts
+    assert "Wilson 95 % CI (n at each point)" in [
+        t.get_text() for t in figures[0].axes[0].get_legend().get_texts()
+    ]
+
+
+def test_the_trend_plot_is_scaled_to_its_data_with_base_and_chance(figures, tmp_path):
+    data = pd.DataFrame(
+        {
+            "method": ["sft", "sft", "grpo", "grpo"],
+            "bias": [0.5, 0.9, 0.5, 0.9],
+            "accuracy": [0.99, 0.98, 0.97, 0.95],
+            "ci_low": [0.97, 0.96, 0.95, 0.92],
+            "ci_high": [1.0, 0.99, 0.98, 0.97],
+            "n": [400] * 4,
+        }
+    )
+    plot_accuracy_trend(
+        data, "bias", tmp_path / "t.png", hue="method", title=LONG_TITLE, reference=0.9,
+        reference_label="base (0.900)", chance=0.5,
+    )  # fmt: skip
+    (fig,) = figures
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    assert 0.85 < low < 0.9 and 1.0 <= high < 1.05  # the data and the base line, not 0-1
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["sft", "grpo", "Wilson 95 % CI (n = 400 each)", "base (0.900)"]
+    assert ax.get_legend().get_title().get_text() == "method"
+    assert any("chance (0.5) below the axis" in t.get_text() for t in ax.texts)
+    assert _texts_inside(fig) == []
+    assert all(line.get_marker() not in (None, "None", "") for line in ax.lines[:2])
+
+
+def test_short_training_curves_have_markers(tmp_path, figures):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("verb: grpo\n")
+    records = [
+        {"step": s, "reward": 0.5, "completions/mean_length": 20 + s,
+         "completions/min_length": 10 + s, "completions/max_length": 30 + s, "learning_rate": 1e-4}
+        for s in range(1, 6)
+    ]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    plot_training(run, tmp_path / "training.png")
+    (fig,) = figures
+    lines = [line for ax in fig.axes for line in ax.lines]
+    assert len(lines) >= 5
+    assert all(line.get_marker() not in (None, "None", "") for line in lines), [
+        (line.get_label(), line.get_marker()) for line in lines
+    ]
+    assert _texts_inside(fig) == []

@@ -297,7 +297,14 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
             label = ", ".join(f"{v}" for v in plot["reference"].values()) + f" ({reference:.3f})"
     if plot["kind"] == "trend":
         return plot_accuracy_trend(
-            data, plot["x"], png, hue=hue, title=title, reference=reference, reference_label=label
+            data,
+            plot["x"],
+            png,
+            hue=hue,
+            title=title,
+            reference=reference,
+            reference_label=label,
+            chance=0.5 if plot.get("reference") else None,  # both lines: base and chance
         )
     facet = plot.get("facet")
     if facet:  # one label per facet value and group, e.g. "grpo / real"
@@ -309,6 +316,7 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
             label="condition",
             hue=hue,
             title=title,
+            xlabel=f"{facet} / {plot['group']}",
             reference=reference,
             reference_label=label,
         )

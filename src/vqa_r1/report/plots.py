@@ -69,13 +69,22 @@ def _save_png(fig: Figure, png: str | Path) -> Path:
     return png
 
 
+def _wrap(text: str, fig: Figure, fontsize: float = 12.0) -> str:
+    """``text`` broken into lines that fit the figure's width (a long title was cut off at both
+    edges). Width per character is taken as 0.6 em, generous for DejaVu Sans."""
+    import textwrap
+
+    width_pt = fig.get_figwidth() * 72 * 0.94
+    return "\n".join(textwrap.wrap(text, max(20, int(width_pt / (0.6 * fontsize))))) or text
+
+
 def _message_png(png: str | Path, title: str, message: str) -> Path:
     """A small image that says why there is no plot: callers always get a PNG, never a crash."""
     with _pinned_style():
         fig = _new_figure(6, 2.4)
         ax = fig.add_subplot()
         ax.set_axis_off()
-        ax.set_title(title)
+        ax.set_title(_wrap(title, fig))
         ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, transform=ax.transAxes)
         return _save_png(fig, png)
 
@@ -122,10 +131,18 @@ def _has(records: Sequence[dict], key: str) -> bool:
     return any(_number(r.get(key)) is not None for r in records)
 
 
+SHORT_CURVE = 60  # points; a curve with at most this many shows each logged point as a marker
+
+
+def _marker(points: int, marker: str = ".") -> str | None:
+    """A marker for a short curve: with few points the reader must see where the values are."""
+    return marker if points <= SHORT_CURVE else None
+
+
 def _line(ax: Axes, records: Sequence[dict], key: str, label: str, band_key: str = "") -> None:
     """One curve, with a +-band from ``band_key`` (e.g. a reward's std) where both are logged."""
     xs, ys = _series(records, key)
-    (line,) = ax.plot(xs, ys, label=label, linewidth=1.2, marker="." if len(xs) < 30 else None)
+    (line,) = ax.plot(xs, ys, label=label, linewidth=1.2, marker=_marker(len(xs)))
     if band_key and _has(records, band_key):
         triples = [
             (_step(r, i), _number(r.get(key)), _number(r.get(band_key)))
@@ -203,7 +220,9 @@ def _training_panels(records: Sequence[dict]) -> list[_Panel]:
             ):
                 if _has(recs, key):
                     xs, ys = _series(recs, key)
-                    ax.plot(xs, ys, label=label, linewidth=0.8, linestyle="--")
+                    ax.plot(
+                        xs, ys, label=label, linewidth=0.8, linestyle="--", marker=_marker(len(xs))
+                    )
 
         panels.append(_Panel("Completion length", "tokens", draw_length))
 
@@ -256,7 +275,7 @@ def plot_training(run_dir: str | Path, png: str | Path) -> Path:
                 ax.legend(fontsize=8, loc="best")
         for ax in axes[len(panels) :]:
             ax.set_axis_off()
-        fig.suptitle(f"Run {title}: {len(records)} logged steps")
+        fig.suptitle(_wrap(f"Run {title}: {len(records)} logged steps", fig))
         fig.tight_layout()
         return _save_png(fig, png)
 
@@ -331,19 +350,60 @@ def _unique(values: Sequence[Any]) -> list[Any]:
     return seen
 
 
-def _legend(ax: Axes) -> None:
-    """Outside the axes, right: bars and CI bands near 1.0 or 0.5 are never hidden."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+REFERENCE_GID = "reference-line"  # chance or a base model's accuracy: listed last in legends
+
+
+def _legend(ax: Axes, title: str | None = None) -> None:
+    """Outside the axes, right: bars and CI bands near 1.0 or 0.5 are never hidden. ``title``
+    says what the colours are (e.g. "trained on")."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        # the coloured groups first (under the title), then the interval, then reference lines
+        kind = [2 if getattr(h, "get_gid", lambda: None)() == REFERENCE_GID
+                else 1 if label.startswith("Wilson") else 0
+                for h, label in zip(handles, labels, strict=True)]  # fmt: skip
+        order = sorted(range(len(handles)), key=lambda i: kind[i])
+        ax.legend(
+            [handles[i] for i in order],
+            [labels[i] for i in order],
+            fontsize=8,
+            title=title or None,
+            title_fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0,
+        )
 
 
 def _decorate(ax: Axes, title: str, ylabel: str, reference: float | None, ref_label: str) -> None:
     if reference is not None:
-        ax.axhline(reference, color="grey", linestyle=":", linewidth=1, label=ref_label)
+        ax.axhline(
+            reference, color="grey", linestyle=":", linewidth=1, label=ref_label, gid=REFERENCE_GID
+        )
     ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
+    if title:  # over the whole figure, wrapped to its width: never cut off
+        ax.figure.suptitle(_wrap(title, ax.figure))
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def _counts(df: pd.DataFrame) -> list[int | None]:
+    """Each row's n (the sample behind its interval), None where unknown."""
+    import pandas as pd
+
+    if "n" not in df.columns:
+        return [None] * len(df)
+    numbers = pd.to_numeric(df["n"], errors="coerce").astype(float)  # Int64, NA, text -> NaN
+    return [None if _number(v) is None else int(v) for v in numbers]
+
+
+def _ci_label(counts: Sequence[int | None]) -> tuple[str, bool]:
+    """The interval's legend text, and whether each point must carry its own n (they differ)."""
+    known = {n for n in counts if n is not None}
+    if len(known) == 1 and None not in counts:
+        return f"Wilson 95 % CI (n = {known.pop()} each)", False
+    if known:
+        return "Wilson 95 % CI (n at each point)", True
+    return "Wilson 95 % CI", False
 
 
 def plot_accuracy_bars(
@@ -353,14 +413,18 @@ def plot_accuracy_bars(
     label: str = "condition",
     hue: str | None = None,
     title: str = "",
+    xlabel: str | None = None,
     ylabel: str = "accuracy",
     reference: float | None = 0.5,
     reference_label: str = "chance",
 ) -> Path:
     """Bars of ``accuracy`` per ``label`` value with Wilson 95 % CI error bars (``ci_low``,
     ``ci_high``); with ``hue`` (e.g. ``"method"``) bars are grouped per label and coloured per hue
-    value. Order follows the rows. Missing CIs draw no error bar; an empty frame gives a PNG
-    saying so. ``reference`` draws a dotted line (chance by default; None for none).
+    value, the legend titled with ``hue``. The x axis is labelled ``xlabel`` (default ``label``).
+    The error bars are named in the legend with their n (column ``n``: "n = 400 each", or each
+    bar's n written on it when they differ). Order follows the rows. Missing CIs draw no error
+    bar; an empty frame gives a PNG saying so. ``reference`` draws a dotted line (chance by
+    default; None for none).
     """
     if df.empty:
         return _message_png(png, title or "Accuracy", "no rows to plot")
@@ -370,10 +434,13 @@ def plot_accuracy_bars(
     data = data.assign(_hue=[str(v) for v in data[hue]] if hue else "")
     labels, hues = _unique(list(data["_label"])), _unique(list(data["_hue"]))
     width = 0.8 / len(hues)
+    with_ci = data[data["ci_low"].notna() & data["ci_high"].notna()]
+    ci_label, each = _ci_label(_counts(with_ci))
     with _pinned_style():
-        fig = _new_figure(max(5.0, 0.9 * len(labels) * max(1, len(hues)) ** 0.5 + 2), 4.2)
+        fig = _new_figure(max(6.4, 0.9 * len(labels) * max(1, len(hues)) ** 0.5 + 3), 4.2)
         ax = fig.add_subplot()
         colours = [f"C{i % 10}" for i in range(len(hues))]
+        labelled = False
         for i, (hue_value, colour) in enumerate(zip(hues, colours, strict=True)):
             part = data[data["_hue"] == hue_value]
             xs = [labels.index(v) - 0.4 + width * (i + 0.5) for v in part["_label"]]
@@ -390,7 +457,14 @@ def plot_accuracy_bars(
                     ecolor="black",
                     capsize=3,
                     linewidth=1,
+                    label=None if labelled else ci_label,  # one legend entry for all
                 )
+                labelled = True
+            if each:  # the bars' samples differ: each says its own
+                for x, n in zip(xs, _counts(part), strict=True):
+                    if n is not None:
+                        ax.text(x, 0.02, f"n={n}", rotation=90, ha="center", va="bottom",
+                                fontsize=7, color="white")  # fmt: skip
         ax.set_xticks(
             range(len(labels)),
             labels,
@@ -398,10 +472,20 @@ def plot_accuracy_bars(
             ha="right" if len(labels) > 4 else "center",
         )
         ax.set_ylim(0, 1.05)
+        ax.set_xlabel(xlabel or label)
         _decorate(ax, title, ylabel, reference, reference_label)
-        _legend(ax)
+        _legend(ax, hue)
         fig.tight_layout()
         return _save_png(fig, png)
+
+
+def _scaled_limits(values: Sequence[float]) -> tuple[float, float]:
+    """A y range around ``values`` (the points, their intervals, the reference line) with a
+    margin, inside [0, 1]: differences of a few points stay visible instead of a flat line at
+    the top of a 0-1 axis."""
+    low, high = min(values), max(values)
+    pad = max(0.02, 0.12 * (high - low))
+    return max(0.0, low - pad), min(1.0, high + pad) + (0.01 if high + pad >= 1.0 else 0.0)
 
 
 def plot_accuracy_trend(
@@ -415,10 +499,16 @@ def plot_accuracy_trend(
     ylabel: str = "accuracy",
     reference: float | None = 0.5,
     reference_label: str = "chance",
+    chance: float | None = None,
 ) -> Path:
     """Accuracy with its Wilson 95 % CI band against a numeric ``x`` (e.g. ``bias_level``), one
-    line per ``hue`` value (e.g. ``"method"``). Rows whose ``x`` is missing or not a number cannot
-    be placed; they are left out and counted in a note on the figure. Missing CIs draw no band.
+    line per ``hue`` value (e.g. ``"method"``; the legend titled with it). Rows whose ``x`` is
+    missing or not a number cannot be placed; they are left out and counted in a note on the
+    figure. Missing CIs draw no band; the band is named in the legend with its n.
+
+    The y axis is scaled to the points, their bands and ``reference`` (e.g. the base model's
+    accuracy), not 0-1. ``chance``, when given besides the reference, is a second line, or a
+    note on the figure when it lies outside that range.
     """
     import pandas as pd
 
@@ -430,8 +520,10 @@ def plot_accuracy_trend(
     data = data.assign(_hue=[str(v) for v in data[hue]] if hue else "")
     dropped = int(data["_x"].isna().sum())
     data = data[data["_x"].notna()]
+    banded = data[data["ci_low"].notna() & data["ci_high"].notna()]
+    ci_label, each = _ci_label(_counts(banded))
     with _pinned_style():
-        fig = _new_figure(6.4, 4.2)
+        fig = _new_figure(7.4, 4.2)
         ax = fig.add_subplot()
         for i, hue_value in enumerate(_unique(list(data["_hue"]))):
             part = data[data["_hue"] == hue_value].sort_values("_x", kind="mergesort")
@@ -447,6 +539,25 @@ def plot_accuracy_trend(
                     alpha=0.18,
                     linewidth=0,
                 )
+            if each:
+                for x, y, n in zip(part["_x"], part["accuracy"], _counts(part), strict=True):
+                    if n is not None and _number(y) is not None:
+                        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(4, 4),
+                                    fontsize=7, color=colour)  # fmt: skip
+        if len(banded):  # the bands' legend entry, in grey: one for every colour
+            ax.fill_between([], [], [], color="grey", alpha=0.3, linewidth=0, label=ci_label)
+        lines = [v for v in (reference, chance) if v is not None]
+        spread = [*data["accuracy"].dropna(), *banded["ci_low"], *banded["ci_high"]]
+        spread += [reference] if reference is not None else []
+        low, high = _scaled_limits(spread) if spread else (0.0, 1.05)
+        if chance is not None and chance not in lines[:1]:
+            if low <= chance <= high:
+                ax.axhline(chance, color="black", linestyle="--", linewidth=0.8, label="chance",
+                           gid=REFERENCE_GID)  # fmt: skip
+            else:
+                ax.text(0.99, 0.01, f"chance ({chance:g}) {'below' if chance < low else 'above'}"
+                        " the axis", transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+                        color="dimgrey")  # fmt: skip
         if dropped:
             ax.text(
                 0.01,
@@ -457,8 +568,8 @@ def plot_accuracy_trend(
                 va="bottom",
             )
         ax.set_xlabel(xlabel or x)
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(low, high)
         _decorate(ax, title, ylabel, reference, reference_label)
-        _legend(ax)
+        _legend(ax, hue)
         fig.tight_layout()
         return _save_png(fig, png)
