@@ -368,7 +368,7 @@ def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, caps
         args = ["experiment", "prompt-tuning", "--model", "tiny-qwen2.5-vl", "--set", change]
         assert launch_main([*args, "--output-dir", str(root), "--dry-run"]) == 2
         err = capsys.readouterr().err
-        assert "was launched with other settings: " + change.split(":")[1].split("=")[0] in err
+        assert "was started with other settings: " + change.split(":")[1].split("=")[0] in err
         assert "--output-dir" in err and len(err.splitlines()) == 1
         assert (root / "experiment.json").read_bytes() == record
 
@@ -376,7 +376,7 @@ def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, caps
     overrides = [*SMALL_DATA, "experiment.methods=sft"]
     _launched(plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(sim), job))
     for change in ("sft:train.learning_rate=0.5", "evaluate:eval.batch_size=3"):
-        with pytest.raises(UserError, match="was launched with other settings"):
+        with pytest.raises(UserError, match="was started with other settings"):
             plan_experiment("sim2real", "tiny-qwen2.5-vl", [*overrides, change], str(sim), job)
 
 

@@ -198,7 +198,7 @@ class Builder:
             shown = ", ".join(f"{k} ({before.get(k)!r} -> {settings.get(k)!r})" for k in differ[:4])
             more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
             raise UserError(
-                f"{self.root / 'experiment.json'}: step {name} was launched with other settings: "
+                f"{self.root / 'experiment.json'}: step {name} was started with other settings: "
                 f"{shown}{more}. Re-launch with the same --set values, or give the experiment a "
                 "new --output-dir"
             )
