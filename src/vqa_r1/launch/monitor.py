@@ -30,8 +30,7 @@ import submitit
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
-# an experiment's chain: steps as a pipeline's
-from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
+from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment  # steps as a pipeline's
 from vqa_r1.run_dir import process_alive
 
 JOBS_FILE = "jobs.json"
