@@ -263,6 +263,9 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
     real = _spatialsense(tmp_path / "SpatialSense", ("train", "valid", "test"))
     overrides = [*SMALL_DATA, f"experiment.real_dataset={real}", "experiment.methods=sft"]
     b = plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp"), job)
+    step = next(s for s in b.steps if s.run_dir == tmp_path / "exp" / "runs" / "sft-real")
+    assert not step.run_dir.exists()  # written at submission, once every check has passed
+    step.request.prepare()
     cfg = (tmp_path / "exp" / "runs" / "sft-real" / "config.yaml").read_text()
     assert f"dataset: {real}" in cfg
     assert any("eval/sft-sim-on-real" == s.name for s in b.steps)

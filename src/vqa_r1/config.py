@@ -310,6 +310,19 @@ def config_from_dict(data: dict, where: str = "") -> RunConfig:
     return build(RunConfig, data, where)
 
 
+def run_settings(config: RunConfig, adapter: str | Path | None = None) -> dict:
+    """What makes two runs of a verb the same run (output_dir.py): the resolved config without
+    where it writes and the job's resources (a resumed run may ask for other GPUs or time), and
+    the adapter an evaluation or merge reads."""
+    settings = config.to_dict()
+    settings.pop("output_dir", None)
+    settings.pop("resources", None)
+    settings.get("train", {}).pop("num_threads", None)
+    if adapter:
+        settings["adapter"] = str(Path(adapter).resolve())
+    return settings
+
+
 def save_config(config: RunConfig, path: str | Path) -> None:
     atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
 

@@ -50,12 +50,16 @@ def follow_umask(root: str | Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[Path]:
+def atomic_dir(
+    target: str | Path, *, keep_existing: bool = False, carry: tuple[str, ...] = ()
+) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``target`` in one rename.
 
     ``keep_existing``: for a cache whose content is the same whoever builds it (the tiny models).
     When another process or rank finished the same target first, its folder stays and ours is
     dropped: replacing it would pull files from under a process already loading from it.
+    ``carry``: names of entries of the old ``target`` moved into the new one (a claimed output
+    folder's marker and lock, output_dir.py), not dropped with it.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +70,9 @@ def atomic_dir(target: str | Path, *, keep_existing: bool = False) -> Iterator[P
         if keep_existing and target.exists():
             shutil.rmtree(tmp)
         elif target.exists():
+            for name in carry:
+                if (target / name).exists() and not (tmp / name).exists():
+                    (target / name).rename(tmp / name)
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             target.rename(old)
             tmp.rename(target)

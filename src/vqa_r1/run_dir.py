@@ -41,6 +41,7 @@ from vqa_r1 import ranks
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
+from vqa_r1.output_dir import FolderRefused
 
 log = logging.getLogger(__name__)
 COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
@@ -239,7 +240,8 @@ def failures_recorded(
     traceback is); Ctrl-C: INTERRUPTED; ``sigterm`` (outside SLURM, where SLURM's requeue logic
     does not own the signal): SIGTERM raises ``Terminated`` here, then INTERRUPTED. A state the
     work recorded itself (COMPLETED, STOPPED, REQUEUED, ...) is left alone; so is a folder that
-    was never created (a run refused before it began). Rank 0 alone writes.
+    was never created (a run refused before it began), and so is a folder the command was refused
+    (``output_dir.FolderRefused``: it may hold another run). Rank 0 alone writes.
     """
     root = Path(run_dir)
     before = _state_and_time(root)  # an end state written before this attempt is replaced
@@ -257,6 +259,8 @@ def failures_recorded(
             _record_end(root, {"state": "COMPLETED", "reason": None}, None, before, force=True)
     except BaseException as err:
         if isinstance(err, SystemExit) and err.code in (0, None):
+            raise
+        if isinstance(err, FolderRefused):  # not this command's folder: its status is not ours
             raise
         if isinstance(err, KeyboardInterrupt):
             name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C (SIGINT)"

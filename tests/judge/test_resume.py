@@ -104,18 +104,21 @@ def test_cache_key_changes_with_model_prompt_and_inputs(tmp_path, no_key_env):
     out, cache = tmp_path / "checks.json", tmp_path / "cache"
     with LoopbackOpenAI() as server:
         assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
-        assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
+        assert cli(*run_args(server, [("m", responses)], out, cache, "--overwrite")) == 0
         assert server.count() == 3
-        assert cli(*run_args(server, [("m", responses)], out, cache, "--prompt", "simple")) == 0
+        # other settings go to another --out (the same --out is refused: output_dir.py)
+        out2 = tmp_path / "simple.json"
+        assert cli(*run_args(server, [("m", responses)], out2, cache, "--prompt", "simple")) == 0
         assert server.count() == 6
-        args = run_args(server, [("m", responses)], out, cache)
+        args = run_args(server, [("m", responses)], tmp_path / "other.json", cache)
         args[args.index("loopback-judge")] = "other-judge"
         assert cli(*args) == 0
         assert server.count() == 9
         write_responses(responses, 3, "changed")
-        assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
+        assert cli(*run_args(server, [("m", responses)], out, cache, "--overwrite")) == 0
         assert server.count() == 12
-        assert cli(*run_args(server, [("m", responses)], out, cache, "--no-cache")) == 0
+        args = run_args(server, [("m", responses)], out, cache, "--no-cache", "--overwrite")
+        assert cli(*args) == 0
         assert server.count() == 15
 
 
@@ -126,7 +129,7 @@ def test_unreadable_cache_entries_are_rejudged(tmp_path, no_key_env):
         assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
         entry = next(Path(cache).rglob("*.json"))
         entry.write_text('{"verdict": ')  # torn by an OS crash
-        assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
+        assert cli(*run_args(server, [("m", responses)], out, cache, "--overwrite")) == 0
         assert server.count() == 3
 
 

@@ -53,6 +53,34 @@ def add_output_dir_argument(parser: argparse.ArgumentParser, what: str, default:
     parser.add_argument("--output-dir", default=None, help=f"{what} (default: {default})")
 
 
+def add_overwrite_argument(parser: argparse.ArgumentParser, what: str = "--output-dir") -> None:
+    """``--overwrite``: a folder the command would refuse is moved aside (output_dir.py)."""
+    if "--overwrite" in parser._option_string_actions:
+        return
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"when {what} holds something else (files not written by vqa-r1, another run, other "
+        "settings, or a finished run), move it aside to <name>.old-<time> and start afresh; "
+        "nothing is deleted",
+    )
+
+
+def make_way_or_complete(root, verb: str, settings, overwrite: bool, flag: str = "--output-dir"):
+    """output_dir.make_way, printing what it found; True when ``root`` is complete (nothing to
+    do)."""
+    from vqa_r1 import output_dir
+
+    state = output_dir.make_way(root, verb, settings, overwrite=overwrite, flag=flag)
+    if state == output_dir.COMPLETE:
+        print(
+            f"{verb}: {root} is complete with these settings: nothing to do (--overwrite, or a "
+            f"new {flag}, to run it again)"
+        )
+        return True
+    return False
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     """The options of a run (sft, grpo, evaluate), locally and through the launcher alike."""
     add_model_argument(parser)
@@ -60,6 +88,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     add_recipe_argument(parser, verb)
     add_set_argument(parser)
     add_output_dir_argument(parser, "run directory", "runs/<verb>-<model>-<time>")
+    add_overwrite_argument(parser)
     if verb == "grpo":
         parser.add_argument(
             "--init-adapter",

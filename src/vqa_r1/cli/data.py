@@ -4,8 +4,11 @@ write a copy whose training split carries a chosen text or visual bias (vqa_r1.d
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 
+from vqa_r1 import output_dir
+from vqa_r1.cli.common import add_overwrite_argument, make_way_or_complete
 from vqa_r1.data.datasets import load_split
 from vqa_r1.data.synthetic import DomainShift, SceneConfig, SyntheticSpec, write_dataset
 from vqa_r1.errors import UserError
@@ -14,7 +17,10 @@ from vqa_r1.errors import UserError
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     sub = parser.add_subparsers(dest="data_cmd", required=True)
     gen = sub.add_parser("generate", help="write synthetic spatial scenes (VSR schema) to a folder")
-    gen.add_argument("--out", required=True, help="output folder")
+    gen.add_argument(
+        "--out", required=True, help="output folder (new or empty; or this command's own)"
+    )
+    add_overwrite_argument(gen, "--out")
     gen.add_argument("--train", type=int, default=2000, help="training scenes (0 or more)")
     gen.add_argument("--validation", type=int, default=200, help="validation scenes (0 or more)")
     gen.add_argument("--test", type=int, default=400, help="test scenes (0 or more)")
@@ -54,7 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         "SpatialSense release folder, converted as training converts it), or 'synthetic': the "
         "demo's data (recipe qwen2_5_vl/tiny-pretrained_sft)",
     )
-    bias.add_argument("--out", required=True, help="output folder")
+    bias.add_argument(
+        "--out",
+        required=True,
+        help="output folder (new or empty; or this command's own); not --source nor inside it",
+    )
+    add_overwrite_argument(bias, "--out")
     bias.add_argument("--seed", type=int, default=0, help="which rows are dropped")
     bias.add_argument("--split", default="train", help="the split biased (the others are copied)")
     show = sub.add_parser("show", help="print the splits, sizes and first rows of a dataset folder")
@@ -79,8 +90,14 @@ def run(args: argparse.Namespace) -> int:
                 else DomainShift(strength=args.shift_strength, seed=args.seed),
             ),
         )
+        settings = {"spec": asdict(spec)}
+        if make_way_or_complete(args.out, "data generate", settings, args.overwrite, "--out"):
+            return 0
         start = time.perf_counter()
-        write_dataset(args.out, spec)
+        with output_dir.writing(args.out, "data generate", settings, "--out"):
+            output_dir.remove_temporaries(args.out)  # of a killed run of this command
+            write_dataset(args.out, spec, carry=(output_dir.MARKER, output_dir.LOCK))
+            output_dir.mark_complete(args.out)
         n = sum(spec.splits.values())
         took = time.perf_counter() - start
         print(f"wrote {n} scenes to {args.out} in {took:.1f} s ({n / took:.0f} scenes/s)")
@@ -122,7 +139,32 @@ def _bias(args: argparse.Namespace) -> int:
         source = dataset_dir(config_from_recipe("qwen2_5_vl/tiny-pretrained_sft").data)
     elif not Path(source).exists():
         raise UserError(f"--source {source}: no such folder (or pass 'synthetic')")
-    card = build_biased_dataset(source, args.out, args.kind, args.target, args.seed, args.split)
+    if output_dir.inside(args.out, source) or output_dir.inside(source, args.out):
+        raise UserError(
+            f"--out {args.out} is --source {source} or lies inside it (or holds it): writing "
+            "there would replace the source's files; give another --out"
+        )
+    settings = {
+        "source": str(Path(source).resolve()),
+        "kind": args.kind,
+        "target": args.target,
+        "seed": args.seed,
+        "split": args.split,
+    }
+    if make_way_or_complete(args.out, "data bias", settings, args.overwrite, "--out"):
+        return 0
+    with output_dir.writing(args.out, "data bias", settings, "--out"):
+        output_dir.remove_temporaries(args.out)
+        card = build_biased_dataset(
+            source,
+            args.out,
+            args.kind,
+            args.target,
+            args.seed,
+            args.split,
+            carry=(output_dir.MARKER, output_dir.LOCK),
+        )
+        output_dir.mark_complete(args.out)
     print(
         f"{card['kind']} bias of the {card['split']} split: {card['achieved']:.4f} "
         f"(target {card['target']}, {card['correct']}/{card['n']} rows, one-sided binomial "

@@ -18,12 +18,14 @@ from pathlib import Path
 
 import yaml
 
+from vqa_r1 import output_dir
 from vqa_r1.cli import doctor as doctor_cli
 from vqa_r1.cli import pretrain as pretrain_cli
 from vqa_r1.cli.common import (
     add_dataset_argument,
     add_model_argument,
     add_output_dir_argument,
+    add_overwrite_argument,
     add_recipe_argument,
     add_run_arguments,
     add_set_argument,
@@ -66,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if verb == "judge":
             add_launch_arguments(p)
-            add_output_dir_argument(p, "job folder (logs, results)", "runs/judge")
+            add_output_dir_argument(p, "job folder (logs, results)", "runs/judge-<time>")
         else:
             add_run_arguments(p, verb)
             add_sweep_arguments(p)
@@ -189,6 +191,7 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the working tree's code after a requeue instead of a copy taken at submission",
     )
+    add_overwrite_argument(g, "the output folder")
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -235,6 +238,7 @@ def job_options(args: argparse.Namespace) -> JobOptions:
         no_wait=args.no_wait,
         max_requeues=args.max_requeues,
         snapshot=not args.no_snapshot,
+        overwrite=getattr(args, "overwrite", False),
     )
 
 
@@ -286,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
             if config is not None:
                 print("# ---- resolved configuration (written to the run directory on submit) ----")
                 print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+            return 0
+        if request.folder_state == output_dir.COMPLETE:
+            print(
+                f"{args.verb}: {run_dir} is complete with these settings: nothing submitted "
+                "(--overwrite, or a new --output-dir, to run it again)"
+            )
             return 0
         kind = pick_executor(job.executor)
         launched = submit(request, run_dir / "jobs")

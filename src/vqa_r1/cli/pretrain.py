@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from vqa_r1.cli.common import add_set_argument
+from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, make_way_or_complete
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.models.registry import FAMILIES
-from vqa_r1.train.pretrain import PretrainConfig, config_from_overrides, pretrain
+from vqa_r1.train.pretrain import (
+    PretrainConfig,
+    config_from_overrides,
+    pretrain,
+    pretrain_settings,
+)
 from vqa_r1.typed_config import help_text
 
 
@@ -20,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "pretrain") -> No
         required=True,
         help="model folder to write (weights, processor, card); resumes if it holds a partial run",
     )
+    add_overwrite_argument(parser, "--out")
     add_set_argument(parser, "override a pretraining key, e.g. --set steps=3000 (keys below)")
     parser.epilog = "pretraining keys (--set KEY=VALUE):\n" + help_text(PretrainConfig)
     parser.add_argument(
@@ -35,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "pretrain") -> No
 def run(args: argparse.Namespace) -> int:
     setup_logging()
     cfg = config_from_overrides(args.family, args.overrides)
+    if make_way_or_complete(args.out, "pretrain", pretrain_settings(cfg), args.overwrite, "--out"):
+        return 0
     record = pretrain(cfg, args.out, stop_after=args.stop_after)
     if not record["complete"]:
         print(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from vqa_r1.cli.common import add_set_argument
+from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, make_way_or_complete
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.run_dir import failures_recorded
-from vqa_r1.typed_config import help_text
+from vqa_r1.typed_config import help_text, to_dict
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") -> None:
@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") ->
         metavar="N",
         help="stop after N steps of the same run (a killed run); run again to resume",
     )
+    add_overwrite_argument(parser)
     add_set_argument(parser, "override a key, e.g. --set max_steps=300 (keys below)")
     parser.epilog = "prompt-tuning keys (--set KEY=VALUE):\n" + help_text(PromptTuneConfig)
 
@@ -51,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     cfg = config_from_overrides(overrides)
+    verb = "prompt-tune --base" if args.base else "prompt-tune"
+    if make_way_or_complete(args.output_dir, verb, to_dict(cfg), args.overwrite):
+        return 0
     with failures_recorded(args.output_dir):  # an exception or a kill: FAILED / INTERRUPTED
         if args.base:
             scores = run_base(cfg, args.output_dir)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vqa_r1.cli.common import add_run_arguments, run_spec
+from vqa_r1.cli.common import add_run_arguments, make_way_or_complete, run_spec
+from vqa_r1.config import run_settings
 from vqa_r1.launch.plan import resolve_run
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.run_dir import failures_recorded
@@ -18,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging()
     config, run_dir = resolve_run(run_spec(args, args.verb))  # bad input fails here, in 0.3 s
+    if make_way_or_complete(run_dir, args.verb, run_settings(config), args.overwrite):
+        return 0
     from vqa_r1.train.runner import train  # torch, transformers, TRL: seconds to import
 
     with failures_recorded(run_dir):  # an exception or a kill is FAILED / INTERRUPTED there

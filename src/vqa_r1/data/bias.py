@@ -34,6 +34,7 @@ from typing import Any
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir
 from vqa_r1.metrics import one_sided_binomial_p
+from vqa_r1.output_dir import inside
 
 KINDS = ("text", "visual")
 TOLERANCE = 0.01
@@ -242,6 +243,7 @@ def build_biased_dataset(
     target: float,
     seed: int = 0,
     split: str = "train",
+    carry: tuple[str, ...] = (),
 ) -> dict:
     """Write ``source`` with its ``split`` undersampled to a ``kind`` bias of ``target``; the card.
 
@@ -259,6 +261,11 @@ def build_biased_dataset(
     if kind not in KINDS:
         raise UserError(f"bias kind must be one of {', '.join(KINDS)}, got {kind!r}")
     source, out = Path(source).resolve(), Path(out)
+    if inside(out, source) or inside(source, out):
+        raise UserError(
+            f"--out {out} is --source {source} or lies inside it (or holds it): writing there "
+            "would replace the source's files; give another --out"
+        )
     params = _params(source, kind, target, seed, split)
     card = _existing_card(out, params)
     if card is not None:
@@ -319,7 +326,7 @@ def build_biased_dataset(
         "source_sizes": {split: len(ds)},
         "per_relation_label": _per_relation_label(biased),
     }
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, carry=carry) as tmp:
         DatasetDict(splits).save_to_disk(str(tmp / "hf"))
         (tmp / CARD).write_text(json.dumps(card, indent=2) + "\n")
         (tmp / "README.md").write_text(_readme(card))

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import output_dir
 from vqa_r1.answers import extract_answer
-from vqa_r1.config import RunConfig, save_config
+from vqa_r1.config import RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split
 from vqa_r1.data.prompts import problem_text
 from vqa_r1.errors import UserError
@@ -45,15 +46,33 @@ def evaluate(
     loaded: Any = None,
     progress: bool = True,
 ) -> dict:
+    """Evaluate into ``out_dir`` (output_dir.py's rule: a folder of another run, other settings
+    or files not ours is refused before anything is written; a complete evaluation with these
+    settings returns its scores.json and generates nothing; its lock is held meanwhile)."""
+    with output_dir.writing(out_dir, "evaluate", run_settings(config, adapter)) as state:
+        scores_file = Path(out_dir) / "scores.json"
+        if state == output_dir.COMPLETE and scores_file.exists():
+            log.info("%s: a complete evaluation with these settings: nothing to do", out_dir)
+            return {**json.loads(scores_file.read_text()), "already_complete": True}
+        scores = _evaluate(config, Path(out_dir), adapter, loaded, progress)
+        output_dir.mark_complete(out_dir)
+        return scores
+
+
+def _evaluate(
+    config: RunConfig,
+    out: Path,
+    adapter: str | Path | None,
+    loaded: Any,
+    progress: bool,
+) -> dict:
     import torch
 
     if config.train.num_threads:
         torch.set_num_threads(config.train.num_threads)
     # a GPU asked for and missing fails here, before the data or the model is touched
     device = resolve_device(config.model.device) if loaded is None else None
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    save_config(config, out / "config.yaml")
     ec = config.eval
     ds = open_split(config.data, ec.split)
     if ec.limit:
@@ -69,7 +88,8 @@ def evaluate(
     paths = ds["image_path"]
     items = [questions, list(paths), [str(x) for x in labels]]
     batches = BatchLog(out / BATCHES, _fingerprint(config, adapter_path, items))
-    done = batches.read(ec.batch_size, len(questions))
+    done = batches.read(ec.batch_size, len(questions))  # refuses a log of other settings
+    save_config(config, out / "config.yaml")  # after that check: a refused run writes nothing
     outputs = [text for b in done for text in b["outputs"]]
     truncated = [flag for b in done for flag in b["truncated"]]
     if done:

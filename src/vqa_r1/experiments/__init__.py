@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vqa_r1 import output_dir as folders
 from vqa_r1.errors import UserError
 from vqa_r1.experiments import drivingvqa, prompt_tuning, sim2real, text_bias
 from vqa_r1.experiments.builder import Builder, split_overrides
@@ -40,7 +41,16 @@ def plan_experiment(
     root = Path(output_dir or f"results/experiments/{label}-{model}").resolve()
     if (root / "config.yaml").exists():
         raise UserError(f"{root} is a run directory; give the experiment its own --output-dir")
-    b = Builder(spec, label, model, root, job, per_verb, previous=previous_steps(root))
+    # output_dir.py's rule for the experiment folder: checked before the builder writes its data
+    # (a re-launch with other step settings is refused step by step, builder.check_relaunch)
+    settings = {"experiment": label, "model": model}
+    if not job.dry_run:
+        folders.make_way(root, "experiment", settings, overwrite=job.overwrite)
+        folders.claim(root, "experiment", settings)
+    elif not job.overwrite:
+        folders.check(root, "experiment", settings)
+    previous = {} if job.overwrite and job.dry_run else previous_steps(root)
+    b = Builder(spec, label, model, root, job, per_verb, previous=previous)
     PLANNERS[spec.kind](b)
     b.add_tables_step()
     return b
@@ -95,7 +105,10 @@ def run_experiment(
         print(chain.dry_run(b.steps, describe(b)), end="")
         return 0
     print("\n".join(describe(b)), flush=True)
-    kind, failed = chain.launch(b.steps, b.root / EXPERIMENT_FILE, header(b), job.executor, command)
+    with folders.FolderLock(b.root, "experiment"):  # one launch at a time writes it
+        kind, failed = chain.launch(
+            b.steps, b.root / EXPERIMENT_FILE, header(b), job.executor, command
+        )
     if kind == "slurm":
         print(f"submitted experiment {b.name}; folder {b.root}")
         for step in b.steps:

@@ -22,6 +22,8 @@ from vqa_r1.launch.plan import (
     OFFLINE_SETUP,
     JobOptions,
     check_model_available,
+    claimer,
+    folder_check,
     request_for_config,
     route_overrides,
 )
@@ -271,6 +273,7 @@ class Builder:
             check_same_prompt_config(run_dir, settings)
         r = self.config("sft").resources
         gpus = self.job.gpus if self.job.gpus is not None else r.gpus
+        tuned_verb = "prompt-tune --base" if base else "prompt-tune"
         request = LaunchRequest(
             PromptTuneTask(str(run_dir), config=config, base=base),
             Resources(gpus=gpus, nodes=1, time=self.job.time or r.time, mem_gb=r.mem_gb),
@@ -285,6 +288,10 @@ class Builder:
             setup=[OFFLINE_SETUP],
             max_requeues=self.job.max_requeues,
             snapshot=self.job.snapshot,
+            # the job's run_prompt_tuning / run_base claims the folder with this verb: the
+            # submission (jobs/) must find it claimed, or the job would refuse its own folder
+            folder_state=folder_check(run_dir, tuned_verb, to_dict(config), self.job),
+            prepare=claimer(run_dir, tuned_verb, to_dict(config), self.job.overwrite),
         )
         step = Step(name, run_dir, request, [], done=is_done(verb, run_dir))
         step.info = {"verb": verb, "labels": {"mode": mode, "base": base}, "settings": settings}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
+from vqa_r1 import output_dir
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
 from vqa_r1.judge.batch import BatchJudge, BatchReport
@@ -101,6 +102,11 @@ class JudgeJobConfig:
         help="do not send response_format=json_object (servers without it)",
     )
     dry_run: bool = cli_option(False, help="estimate tokens and cost only")
+    overwrite: bool = cli_option(
+        False,
+        help="when --out exists and is not this command's finished output (another file, other "
+        "settings), move it aside to <name>.old-<time>; nothing is deleted",
+    )
     api_key_env: str = cli_option(
         "OPENAI_API_KEY", help="environment variable (or .env entry) holding the API key"
     )
@@ -135,6 +141,23 @@ class JudgeJobConfig:
         if self.vllm_model:
             return self.judge_model or self.vllm_served_name or self.vllm_model
         return self.judge_model or ""
+
+
+# what the checks file depends on (output_dir.py): not where the judge is served (the cache keys
+# verdicts by model, prompt and item, too), the request pacing, the cache or logging
+_SETTINGS = (
+    "responses", "out", "judge_model", "backend", "prompt", "temperature", "limit",
+    "questions", "max_tokens", "json_mode", "vllm_model", "vllm_served_name",
+)  # fmt: skip
+
+
+def judge_settings(config: JudgeJobConfig) -> dict:
+    """What makes two judge runs the same run: a re-run of these settings is complete or
+    resumes (the verdict cache answers what was judged), anything else is refused."""
+    settings = {name: getattr(config, name) for name in _SETTINGS}
+    settings["responses"] = [[name, str(Path(f).resolve())] for name, f in config.responses]
+    settings["out"] = str(Path(config.out).resolve())
+    return settings
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,6 +203,8 @@ def validate(config: JudgeJobConfig) -> None:
         raise UserError("--vllm-model starts its own server: drop --base-url")
     if Path(config.out).is_dir():
         raise UserError(f"--out {config.out}: is a directory; give a .json file path")
+    if not config.dry_run and not config.overwrite:  # refused here, before anything is judged
+        output_dir.check_file(config.out, "judge", judge_settings(config))
     load_prompt(config.prompt)
     load_all_items(config)  # every file parses and every item has a claim
     if config.backend == "openai":
@@ -313,13 +338,22 @@ def run_job(config: JudgeJobConfig) -> int:
             else:
                 log.info(batch.estimate(items).describe(batch.judge_model))
             return 0
-        if config.backend == "heuristic":
-            report = batch.run_heuristic(items)
-            for record in report.records:
-                record["prompt"] = HEURISTIC_ID
-        else:
-            report = batch.run(items)
-        write_records(config.out, report, redact)
+        with output_dir.writing_file(
+            config.out, "judge", judge_settings(config), config.overwrite
+        ) as state:
+            if state == output_dir.COMPLETE:
+                log.info("%s: complete with these settings: nothing to do", config.out)
+                print(f"judge: {config.out} is complete with these settings: nothing to do")
+                return 0
+            if config.backend == "heuristic":
+                report = batch.run_heuristic(items)
+                for record in report.records:
+                    record["prompt"] = HEURISTIC_ID
+            else:
+                report = batch.run(items)
+            write_records(config.out, report, redact)
+            if report.failed == 0 and report.skipped == 0 and not report.aborted:
+                output_dir.mark_file_complete(config.out)
         log.info("wrote %s: %s", config.out, report.summary())
         if report.failures:
             log.info("failures by reason: %s", json.dumps(report.failures))

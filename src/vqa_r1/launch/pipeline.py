@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import output_dir as folders
 from vqa_r1.clock import now_iso
 from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
@@ -28,7 +29,9 @@ from vqa_r1.launch.plan import (
     MERGE_TIME,
     JobOptions,
     LocalItem,
+    claimer,
     default_dir,
+    folder_check,
     request_for_config,
     route_overrides,
     run_locally,
@@ -242,15 +245,18 @@ def run_pipeline(
     command: str,
 ) -> int:
     plan = plan_pipeline(model, steps, overrides, output_dir)
+    settings = {"model": model, "steps": [s.name for s in plan.steps], "set": list(overrides)}
+    folder_check(plan.root, "pipeline", settings, job)  # before any step's folder is checked
     attach_requests(plan, job)
     if job.dry_run:
         print(dry_run(plan), end="")
         return 0
     kind = pick_executor(job.executor)
-    plan.root.mkdir(parents=True, exist_ok=True)
-    if kind == "local":
-        return run_chain_locally(plan, command)
-    submit_chain(plan, command)
+    claimer(plan.root, "pipeline", settings, job.overwrite)()
+    with folders.FolderLock(plan.root, "pipeline"):  # one launch at a time writes pipeline.json
+        if kind == "local":
+            return run_chain_locally(plan, command)
+        submit_chain(plan, command)
     print(f"submitted pipeline {' -> '.join(s.name for s in plan.steps)}; folder {plan.root}")
     for step in plan.steps:
         after = f" (after {step.after})" if step.after else ""

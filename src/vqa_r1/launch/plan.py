@@ -19,11 +19,12 @@ from typing import Any
 
 import yaml
 
+from vqa_r1 import output_dir
 from vqa_r1.clock import run_stamp
-from vqa_r1.config import RunConfig, save_config
+from vqa_r1.config import RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import load_split, release_options
 from vqa_r1.errors import UserError
-from vqa_r1.judge.job import JudgeJobConfig
+from vqa_r1.judge.job import JudgeJobConfig, judge_settings
 from vqa_r1.launch.clusters import format_slurm_time, load_cluster
 from vqa_r1.launch.distributed import (
     check_grpo_batch,
@@ -44,7 +45,7 @@ from vqa_r1.models.loading import (
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import RunDir, resolve_adapter
-from vqa_r1.train.pretrain import PretrainConfig
+from vqa_r1.train.pretrain import PretrainConfig, pretrain_settings
 
 MERGE_TIME = "01:00:00"
 DOCTOR_MINUTES = 10  # the checks take about a minute; the limit must outlast the warning signal
@@ -67,6 +68,7 @@ class JobOptions:
     no_wait: bool = False
     max_requeues: int = 50
     snapshot: bool = True
+    overwrite: bool = False  # a folder that would be refused is moved aside (output_dir.py)
 
 
 @dataclass
@@ -152,10 +154,8 @@ def request_for_config(
     check_model_available(config, submitting=not job.dry_run)
     if check_data:
         check_dataset(config, verb)
-    if not job.dry_run:  # only a config that passed every check is written
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not (run_dir / "config.yaml").exists():
-            save_config(config, run_dir / "config.yaml")
+    settings = run_settings(config, adapter)
+    state = folder_check(run_dir, verb, settings, job)
     return LaunchRequest(
         task_for(verb, run_dir, adapter),
         res,
@@ -167,7 +167,40 @@ def request_for_config(
         setup=[OFFLINE_SETUP, *job_setup_lines(config, res.gpus, res.nodes)],
         max_requeues=job.max_requeues,
         snapshot=job.snapshot,
+        folder_state=state,
+        prepare=claimer(run_dir, verb, settings, job.overwrite, config),
     )
+
+
+def folder_check(
+    run_dir: Path, verb: str, settings: Any, job: JobOptions, flag: str = "--output-dir"
+) -> str:
+    """What ``run_dir`` holds for this request (output_dir.py), read only: a folder the request
+    may not write is refused here, on the login node, before anything is written or queued.
+    With ``--overwrite`` it is moved aside at submission instead."""
+    if job.overwrite:
+        return output_dir.NEW
+    return output_dir.check(run_dir, verb, settings, flag)
+
+
+def claimer(
+    run_dir: Path,
+    verb: str,
+    settings: Any,
+    overwrite: bool,
+    config: RunConfig | None = None,
+    command: str | None = None,
+) -> Callable[[], None]:
+    """What ``submit`` calls once every check has passed: the folder moved aside (``overwrite``),
+    claimed for ``verb`` with ``settings``, and the resolved config written (when absent)."""
+
+    def prepare() -> None:
+        output_dir.make_way(run_dir, verb, settings, overwrite=overwrite)
+        output_dir.claim(run_dir, verb, settings, command)
+        if config is not None and not (run_dir / "config.yaml").exists():
+            save_config(config, run_dir / "config.yaml")
+
+    return prepare
 
 
 def one_writer(verb: str, gpus: int, nodes: int) -> tuple[int, int]:
@@ -188,7 +221,8 @@ def run_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, Ru
     config, run_dir = resolve_run(spec)
     if adapter is not None:  # evaluated on the model it was trained on
         check_adapter_base(adapter, config.model)
-    return request_for_config(job, spec.verb, config, run_dir, spec.adapter), run_dir, config
+    given = str(Path(spec.adapter).resolve()) if spec.adapter else None
+    return request_for_config(job, spec.verb, config, run_dir, given), run_dir, config
 
 
 def merge_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
@@ -216,6 +250,7 @@ def pretrain_request(
         f"# settings: {asdict(pretrain_config)}",
     ]
     task = PretrainTask(str(out), config=pretrain_config, stop_after=stop_after)
+    settings = pretrain_settings(pretrain_config)
     request = LaunchRequest(
         task,
         res,
@@ -226,6 +261,8 @@ def pretrain_request(
         summary=summary,
         max_requeues=job.max_requeues,
         snapshot=job.snapshot,
+        folder_state=folder_check(out, "pretrain", settings, job, "--out"),
+        prepare=claimer(out, "pretrain", settings, job.overwrite),
     )
     return request, out
 
@@ -235,7 +272,8 @@ def judge_request(
 ) -> tuple[LaunchRequest, Path]:
     """judge: one GPU when it serves its own vLLM model, none for an API."""
     _one_process(job, "judge")
-    out = Path(output_dir or "runs/judge").resolve()
+    out = default_dir("judge", output_dir)
+    settings = judge_settings(judge_config)
     wants_gpu = 1 if judge_config.vllm_model else 0
     res = Resources(
         gpus=job.gpus if job.gpus is not None else wants_gpu,
@@ -253,6 +291,8 @@ def judge_request(
         setup=setup,
         max_requeues=job.max_requeues,
         snapshot=job.snapshot,
+        folder_state=folder_check(out, "judge", settings, job),
+        prepare=claimer(out, "judge", settings, job.overwrite),
     )
     return request, out
 

@@ -9,12 +9,18 @@ RUN_DIR/eval/                  scores.json, generated_responses.json, prediction
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import output_dir
 from vqa_r1.eval.prompt_scoring import evaluate_base, evaluate_prompt
 from vqa_r1.run_dir import RunDir
 from vqa_r1.train.prompt_tuning import PromptTuneConfig, load_base, train_prompt
+from vqa_r1.typed_config import to_dict
+
+log = logging.getLogger(__name__)
 
 
 def run_prompt_tuning(
@@ -27,18 +33,35 @@ def run_prompt_tuning(
     ``training``. With ``stop_after`` (a prefix of the run, as if killed), returns the partial
     training record and does not evaluate."""
     rd = RunDir(Path(run_dir))
-    loaded = load_base(config)
-    record = train_prompt(config, rd.root, progress=progress, stop_after=stop_after, loaded=loaded)
-    if not record["complete"]:
-        return {"training": record}
-    scores = evaluate_prompt(config, rd.root / "eval", rd.final, loaded=loaded, progress=progress)
-    rd.update_status(state="COMPLETED", accuracy=scores["accuracy"], split=scores["split"])
-    return {**scores, "training": _summary(record)}
+    with output_dir.writing(rd.root, "prompt-tune", to_dict(config)) as state:
+        scores_file = rd.root / "eval" / "scores.json"
+        if state == output_dir.COMPLETE and scores_file.exists():  # not trained nor scored again
+            log.info("%s: a complete prompt-tuning run with these settings: nothing to do", rd.root)
+            return {**json.loads(scores_file.read_text()), "already_complete": True}
+        loaded = load_base(config)
+        record = train_prompt(
+            config, rd.root, progress=progress, stop_after=stop_after, loaded=loaded
+        )
+        if not record["complete"]:
+            return {"training": record}
+        scores = evaluate_prompt(
+            config, rd.root / "eval", rd.final, loaded=loaded, progress=progress
+        )
+        rd.update_status(state="COMPLETED", accuracy=scores["accuracy"], split=scores["split"])
+        return {**scores, "training": _summary(record)}
 
 
 def run_base(config: PromptTuneConfig, out_dir: str | Path, progress: bool = True) -> dict:
-    """The base model, no virtual tokens, in ``config.mode`` (no training)."""
-    return evaluate_base(config, out_dir, progress=progress)
+    """The base model, no virtual tokens, in ``config.mode`` (no training); a complete scoring
+    with the same settings is returned as it is."""
+    with output_dir.writing(out_dir, "prompt-tune --base", to_dict(config)) as state:
+        scores_file = Path(out_dir) / "scores.json"
+        if state == output_dir.COMPLETE and scores_file.exists():
+            log.info("%s: a complete base scoring with these settings: nothing to do", out_dir)
+            return {**json.loads(scores_file.read_text()), "already_complete": True}
+        scores = evaluate_base(config, out_dir, progress=progress)
+        output_dir.mark_complete(out_dir)
+        return scores
 
 
 def _summary(record: dict[str, Any]) -> dict:

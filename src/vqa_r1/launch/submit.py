@@ -7,8 +7,10 @@ and the run directory with its resolved config is written. The job only reads th
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,10 @@ class LaunchRequest:
     snapshot: bool = True
     # issue 3 (pipelines): per-request submitit parameters, e.g. the afterok dependency
     extra_params: dict[str, Any] = field(default_factory=dict)
+    # what planning found in the run directory (output_dir.NEW / RESUME / COMPLETE), and what
+    # claims it (marker, config.yaml): called by ``submit`` once every check has passed
+    folder_state: str | None = None
+    prepare: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.task.gpus = self.resources.gpus  # the job checks at start that it can use them
@@ -200,20 +206,39 @@ def dry_run_text(request: LaunchRequest) -> str:
 
 
 def submit(request: LaunchRequest, log_dir: Path) -> Any:
+    """Submit ``request``; its run directory is written (claimed, config.yaml, code snapshot,
+    jobs/) only after every check has passed, and what this call wrote is removed again when
+    sbatch refuses the job."""
     kind = pick_executor(request.executor)
     request.task.max_requeues = request.max_requeues
     if kind == "local" and request.task.uses_cuda:
         require_usable_cuda(request.resources.gpus)  # the job would run here: say so now
-    if kind == "slurm" and request.snapshot:
-        request.setup = snapshot_setup(snapshot_code(Path(request.task.run_dir))) + request.setup
     params = slurm_parameters(request) if kind == "slurm" else local_parameters(request)
-    if kind == "slurm":
-        request.task.signal_delay_s = params.get("slurm_signal_delay_s")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    executor = make_executor(kind, log_dir, params)
-    if kind != "slurm":
-        return executor.submit(request.task)
-    return submit_to_slurm(executor, request)
+    run_dir = Path(request.task.run_dir)
+    existed = run_dir.exists()
+    if request.prepare is not None:
+        request.prepare()
+    snapshot = None
+    try:
+        if kind == "slurm" and request.snapshot:
+            snapshot = snapshot_code(run_dir)
+            request.setup = snapshot_setup(snapshot) + request.setup
+            params = slurm_parameters(request)
+        if kind == "slurm":
+            request.task.signal_delay_s = params.get("slurm_signal_delay_s")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        executor = make_executor(kind, log_dir, params)
+        if kind != "slurm":
+            return executor.submit(request.task)
+        return submit_to_slurm(executor, request)
+    except UserError:  # sbatch refused: leave the folder as it was
+        if not existed:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        elif snapshot is not None:
+            shutil.rmtree(snapshot, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                snapshot.parent.rmdir()  # code/, when this was its only snapshot
+        raise
 
 
 def submit_to_slurm(executor: Any, request: LaunchRequest) -> Any:

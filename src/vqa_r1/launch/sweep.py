@@ -20,7 +20,16 @@ from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json
 from vqa_r1.launch.monitor import record_job
-from vqa_r1.launch.plan import JobOptions, LocalItem, RunSpec, default_dir, run_locally, run_request
+from vqa_r1.launch.plan import (
+    JobOptions,
+    LocalItem,
+    RunSpec,
+    claimer,
+    default_dir,
+    folder_check,
+    run_locally,
+    run_request,
+)
 from vqa_r1.launch.sbatch_preview import render
 from vqa_r1.launch.submit import (
     LaunchRequest,
@@ -31,6 +40,7 @@ from vqa_r1.launch.submit import (
     snapshot_code,
     snapshot_setup,
 )
+from vqa_r1.output_dir import FolderLock
 
 SWEEP_FILE = "sweep.json"
 
@@ -112,6 +122,7 @@ def plan_sweep(
     root = default_dir(f"{spec.verb}-{spec.model}-sweep", spec.output_dir)
     if (root / "config.yaml").exists():
         raise UserError(f"{root} is a run directory; give a sweep its own --output-dir")
+    folder_check(root, "sweep", sweep_settings(spec, sweeps), job)  # before its elements
     plan = SweepPlan(spec.verb, root, keys, parallelism=parallel)
     if plan.parallelism is not None and plan.parallelism < 1:
         raise UserError("--parallel must be at least 1")
@@ -125,6 +136,17 @@ def plan_sweep(
         plan.elements.append(SweepElement(name, overrides, request, run_dir, config))
     check_shared_request(plan)
     return plan
+
+
+def sweep_settings(spec: RunSpec, sweeps: list[str]) -> dict:
+    """What makes two sweeps the same (output_dir.py): verb, model, recipe, --set, --sweep."""
+    return {
+        "verb": spec.verb,
+        "model": spec.model,
+        "recipe": spec.recipe,
+        "set": list(spec.overrides),
+        "sweep": list(sweeps),
+    }
 
 
 def check_shared_request(plan: SweepPlan) -> None:
@@ -220,6 +242,8 @@ def submit_array(plan: SweepPlan) -> list[Any]:
     params = slurm_parameters(request)
     params["slurm_array_parallelism"] = plan.parallelism or len(plan.elements)
     for element in plan.elements:
+        if element.request.prepare is not None:  # claimed now that every check has passed
+            element.request.prepare()
         element.request.task.max_requeues = element.request.max_requeues
         element.request.task.signal_delay_s = params.get("slurm_signal_delay_s")
     log_dir = plan.root / "jobs"
@@ -258,7 +282,12 @@ def run_sweep(
         print(dry_run(plan), end="")
         return 0
     kind = pick_executor(job.executor)
-    plan.root.mkdir(parents=True, exist_ok=True)
+    claimer(plan.root, "sweep", sweep_settings(spec, sweeps), job.overwrite)()
+    with FolderLock(plan.root, "sweep"):  # one launch at a time writes sweep.json
+        return _launch_sweep(plan, kind, command)
+
+
+def _launch_sweep(plan: SweepPlan, kind: str, command: str) -> int:
     if kind == "local":
         return run_sweep_locally(plan, command)
     jobs = submit_array(plan)

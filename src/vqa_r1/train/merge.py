@@ -13,7 +13,8 @@ import logging
 import time
 from pathlib import Path
 
-from vqa_r1.config import RunConfig
+from vqa_r1 import output_dir
+from vqa_r1.config import RunConfig, run_settings
 from vqa_r1.io import atomic_dir
 from vqa_r1.models.device import resolve_device
 from vqa_r1.models.loading import load_model
@@ -35,6 +36,14 @@ def merge_adapter(config: RunConfig, adapter: str | Path, run_dir: str | Path) -
     Returns the run's status (also written to ``run_dir/status.json``).
     """
 
+    with output_dir.writing(run_dir, "merge", run_settings(config, adapter)) as state:
+        if state == output_dir.COMPLETE:  # merged/ as it is: not merged again
+            log.info("%s: a complete merge with these settings: nothing to do", run_dir)
+            return {**RunDir(Path(run_dir)).status(), "already_complete": True}
+        return _merge(config, adapter, run_dir)
+
+
+def _merge(config: RunConfig, adapter: str | Path, run_dir: str | Path) -> dict:
     rd = RunDir(Path(run_dir))
     rd.root.mkdir(parents=True, exist_ok=True)
     started = time.time()

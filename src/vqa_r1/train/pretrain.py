@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vqa_r1 import output_dir
 from vqa_r1.data.curriculum import TASKS, CurriculumConfig, generate_examples, render, render_scene
 from vqa_r1.data.datasets import heldout_fingerprints
 from vqa_r1.errors import UserError
@@ -153,10 +154,33 @@ class _StopAfter:
         self.callback = Callback()
 
 
+def pretrain_settings(cfg: PretrainConfig) -> dict:
+    """What makes two pretraining runs the same run (output_dir.py): the config but its threads."""
+    return {k: v for k, v in asdict(cfg).items() if k != "num_threads"}
+
+
 def pretrain(
     cfg: PretrainConfig, out_dir: str | Path, stop_after: int | None = None, quiet: bool = False
 ) -> dict:
-    """Train (or resume) into ``out_dir``; with ``stop_after``, only the first steps (no card)."""
+    """Train (or resume) into ``out_dir``; with ``stop_after``, only the first steps (no card).
+
+    ``out_dir`` follows output_dir.py's rule (refused when it holds anything else; locked while
+    written); a finished run with the same settings is returned from its pretrain.json as it is,
+    not trained again."""
+    with output_dir.writing(out_dir, "pretrain", pretrain_settings(cfg), "--out") as state:
+        record_file = Path(out_dir) / "pretrain.json"
+        if state == output_dir.COMPLETE and record_file.exists():
+            log.info("%s: a complete pretraining run with these settings: nothing to do", out_dir)
+            return {**json.loads(record_file.read_text()), "already_complete": True}
+        record = _pretrain(cfg, out_dir, stop_after, quiet)
+        if record.get("complete"):
+            output_dir.mark_complete(out_dir)
+        return record
+
+
+def _pretrain(
+    cfg: PretrainConfig, out_dir: str | Path, stop_after: int | None, quiet: bool
+) -> dict:
     import torch
     from trl import SFTConfig, SFTTrainer
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vqa_r1 import ranks
-from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, save_config
+from vqa_r1 import output_dir, ranks
+from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.io import follow_umask
 from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
@@ -245,7 +245,26 @@ def train(
     Ctrl-C (and SIGTERM when ``sigterm_stops``; a SLURM job's SIGTERM is its requeue
     controller's) stops at the next step boundary with a checkpoint: INTERRUPTED, and the same
     call resumes there.
+
+    ``run_dir`` follows output_dir.py's rule: a folder of another verb, other settings or files
+    not ours is refused before anything is written; a COMPLETED run is returned as it is (no
+    extra step, ``final/`` untouched; ``already_complete`` says so); rank 0 holds its lock.
     """
+    with output_dir.writing(run_dir, config.verb, run_settings(config)) as state:
+        if state == output_dir.COMPLETE:
+            log.info("%s is a complete %s run with these settings: nothing to do", run_dir,
+                     config.verb)  # fmt: skip
+            return {**RunDir(Path(run_dir)).status(), "already_complete": True}
+        return _train(config, run_dir, callbacks, progress, sigterm_stops)
+
+
+def _train(
+    config: RunConfig,
+    run_dir: str | Path,
+    callbacks: Sequence[Any],
+    progress: str | None,
+    sigterm_stops: bool,
+) -> dict:
     import torch
 
     if config.train.num_threads:
