@@ -177,9 +177,15 @@ def test_stale_locks_are_taken_over_with_a_note(tmp_path, monkeypatch, capsys):
     with FolderLock(tmp_path / "old"):
         pass
     assert "no heartbeat for" in capsys.readouterr().err
-    # the same SLURM job after a requeue takes over its own lock (its old process is gone)
+    # the same SLURM job after a requeue takes over its own lock; two live commands of one
+    # allocation (same job, same restart count, the holder's pid alive here) do not
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    lock(tmp_path / "requeued", 1, pid=os.getppid(), host=socket.gethostname(), slurm_job="4242")
+    alive = {"pid": os.getppid(), "host": socket.gethostname(), "slurm_job": "4242"}
+    lock(tmp_path / "salloc", 1, **alive, restarts=0)
+    with pytest.raises(FolderRefused, match="SLURM job 4242"):
+        FolderLock(tmp_path / "salloc").__enter__()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    lock(tmp_path / "requeued", 1, **alive, restarts=0)
     with FolderLock(tmp_path / "requeued"):
         pass
     assert "earlier run of this SLURM job" in capsys.readouterr().err
@@ -193,6 +199,13 @@ def test_only_rank_zero_locks_and_claims(tmp_path, monkeypatch):
     with output_dir.writing(tmp_path / "run", "sft", {}) as state:
         assert state == output_dir.NEW
     assert not (tmp_path / "run").exists()
+    rank0 = hold_lock(tmp_path / "shared")  # rank 0 holds the lock: rank 1 goes on
+    try:
+        with output_dir.writing(tmp_path / "shared", "sft", {}) as state:
+            assert state == output_dir.NEW
+    finally:
+        rank0.kill()
+        rank0.wait()
 
 
 # --------------------------------------------------------------------------- data generate
@@ -470,6 +483,25 @@ def test_launcher_roots_refuse_foreign_and_other_runs(argv, tmp_path, capsys):
     code = launch(*argv, "--output-dir", other, "--executor", "local")
     assert_refused(code, capsys, "holds an evaluate run")
     assert snapshot(other) == before
+
+
+@pytest.mark.slow
+def test_a_finished_pipeline_and_sweep_are_complete(synthetic_dir, tmp_path, capsys):
+    """Run once as local jobs; the same command again submits nothing and changes nothing."""
+    data = ["--dataset", synthetic_dir, *SFT_SETS, "--executor", "local"]
+    commands = {
+        "pipeline": ["pipeline", "--model", "tiny-qwen2.5-vl", "--steps", "sft", *data],
+        "sweep": ["sft", *data, "--sweep", "train.learning_rate=1e-4"],
+    }
+    for name, argv in commands.items():
+        root = tmp_path / name
+        assert launch(*argv, "--output-dir", root) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        finished = snapshot(root)
+        assert any(path.endswith("final/adapter_model.safetensors") for path in finished)
+        assert launch(*argv, "--output-dir", root) == 0
+        assert "is complete with these settings: nothing submitted" in capsys.readouterr().out
+        assert snapshot(root) == finished
 
 
 # ------------------------------------------------------------- nothing written before checks

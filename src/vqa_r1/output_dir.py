@@ -18,7 +18,7 @@ One writer (``FolderLock``): ``LOCK`` is created with ``O_EXCL`` before anything
 removed at exit; it holds the pid, host, SLURM job and start time, and its mtime is the heartbeat
 (touched every ``HEARTBEAT_S``). A second writer is refused, naming the holder. A lock is stale, and
 taken over with a note, when its process is dead (same host), when it belongs to an earlier run of
-this same SLURM job (a requeue), or when its heartbeat is older than ``stale_after_s()`` (another
+this same SLURM job (a requeue: a lower SLURM_RESTART_COUNT, or another node), or when its heartbeat is older than ``stale_after_s()`` (another
 host: ``VQA_R1_LOCK_STALE_S``, default 600 s). In a job with several processes rank 0 alone takes
 the lock and writes the marker; the other ranks only check the folder.
 
@@ -96,6 +96,11 @@ def read_marker(root: Path) -> dict | None:
             return {"verb": verb, "settings": None}
     if (root / "hf" / "dataset_dict.json").exists() and (root / "dataset_info.json").exists():
         return {"verb": "data generate", "settings": None}
+    try:  # prompt-tune --base writes its scores alone, with the prompt-tuning mode in them
+        if "mode" in json.loads((root / "scores.json").read_text()):
+            return {"verb": "prompt-tune --base", "settings": None}
+    except (OSError, ValueError, TypeError):
+        pass
     return None
 
 
@@ -176,7 +181,9 @@ def _fix(flag: str, root: Path) -> str:
     return f"use --overwrite (moves it to {root.name}.old-<time>) or a new {flag}"
 
 
-def check(root: str | Path, verb: str, settings: Any, flag: str = "--output-dir") -> str:
+def check(
+    root: str | Path, verb: str, settings: Any, flag: str = "--output-dir", lock: bool = True
+) -> str:
     """Read-only: NEW, RESUME or COMPLETE for ``verb`` with ``settings`` in ``root``; anything
     else is a ``FolderRefused`` naming what is there and the flag to use. A live writer (its lock)
     is refused too."""
@@ -193,7 +200,7 @@ def check(root: str | Path, verb: str, settings: Any, flag: str = "--output-dir"
             raise FolderRefused(
                 f"{root} holds files this suite did not write ({shown}); {_fix(flag, root)}"
             )
-        holder = lock_holder(root)
+        holder = lock_holder(root) if lock else None
         if holder is not None:
             raise FolderRefused(
                 f"{root} is being written by {describe(holder)}; {_fix(flag, root)}"
@@ -290,7 +297,7 @@ def writing(
     root = Path(root)
     if not ranks.is_main():
         # rank 0 holds the lock and may have claimed the folder already
-        yield check(root, verb, settings, flag)
+        yield check(root, verb, settings, flag, lock=False)
         return
     check(root, verb, settings, flag)  # refuse a foreign folder before creating anything in it
     with FolderLock(root, verb):
@@ -305,8 +312,16 @@ def _identity() -> dict[str, Any]:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "slurm_job": os.environ.get("SLURM_JOB_ID") or None,
+        "restarts": _int(os.environ.get("SLURM_RESTART_COUNT")),
         "started": now_iso(),
     }
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
 
 
 def lock_holder(root: str | Path) -> dict | None:
@@ -352,8 +367,11 @@ def _stale(holder: dict, path: Path) -> str | None:
     """Why a lock is stale, or None while its holder may be writing."""
     me = _identity()
     pid, host = holder.get("pid"), holder.get("host")
-    if holder.get("slurm_job") and holder["slurm_job"] == me["slurm_job"] and pid != me["pid"]:
+    same_job = holder.get("slurm_job") and holder["slurm_job"] == me["slurm_job"]
+    if same_job and pid != me["pid"] and holder.get("restarts", 0) < me["restarts"]:
         return "an earlier run of this SLURM job (requeued)"
+    if same_job and pid != me["pid"] and host != me["host"]:
+        return "an earlier run of this SLURM job on another node (requeued)"
     if host == me["host"] and isinstance(pid, int):
         if pid == me["pid"]:
             return None

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from vqa_r1.config import RunConfig
-from vqa_r1.launch.plan import RunSpec
 from vqa_r1.typed_config import help_text
+
+if TYPE_CHECKING:  # the launcher's planning imports half the package: `vqa-r1 data` needs none
+    from vqa_r1.launch.plan import RunSpec
 
 
 def add_set_argument(
@@ -166,6 +169,8 @@ _EVAL_SHORTCUTS = (
 
 def run_spec(args: argparse.Namespace, verb: str) -> RunSpec:
     """The RunSpec of parsed run arguments: shortcut flags become overrides."""
+    from vqa_r1.launch.plan import RunSpec
+
     overrides = list(args.overrides)
     if args.dataset:
         overrides.append(f"data.dataset={args.dataset}")

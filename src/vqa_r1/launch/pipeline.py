@@ -251,6 +251,10 @@ def run_pipeline(
     if job.dry_run:
         print(dry_run(plan), end="")
         return 0
+    if all(s.request.folder_state == folders.COMPLETE for s in plan.steps):
+        print(f"pipeline: every step in {plan.root} is complete with these settings: nothing "
+              "submitted (--overwrite, or a new --output-dir, to run it again)")  # fmt: skip
+        return 0
     kind = pick_executor(job.executor)
     claimer(plan.root, "pipeline", settings, job.overwrite)()
     with folders.FolderLock(plan.root, "pipeline"):  # one launch at a time writes pipeline.json

@@ -40,7 +40,7 @@ from vqa_r1.launch.submit import (
     snapshot_code,
     snapshot_setup,
 )
-from vqa_r1.output_dir import FolderLock
+from vqa_r1.output_dir import COMPLETE, FolderLock
 
 SWEEP_FILE = "sweep.json"
 
@@ -280,6 +280,10 @@ def run_sweep(
     plan = plan_sweep(spec, job, sweeps, parallel)
     if job.dry_run:
         print(dry_run(plan), end="")
+        return 0
+    if all(e.request.folder_state == COMPLETE for e in plan.elements):
+        print(f"sweep: every element in {plan.root} is complete with these settings: nothing "
+              "submitted (--overwrite, or a new --output-dir, to run it again)")  # fmt: skip
         return 0
     kind = pick_executor(job.executor)
     claimer(plan.root, "sweep", sweep_settings(spec, sweeps), job.overwrite)()

@@ -54,6 +54,7 @@ def _merge(config: RunConfig, adapter: str | Path, run_dir: str | Path) -> dict:
     )
     model = loaded.model.merge_and_unload()
     target = merged_dir(rd.root)
+    output_dir.remove_temporaries(target)  # a killed merge's .merged.tmp-* (we hold the lock)
     with atomic_dir(target) as tmp:
         model.save_pretrained(str(tmp))
         loaded.processor.save_pretrained(str(tmp))
