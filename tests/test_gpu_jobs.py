@@ -270,3 +270,29 @@ def test_the_readme_quotes_the_message_a_job_gives():
     message = cuda_problem(cu130(False), smi)
     readme = " ".join((REPO / "README.md").read_text().split())
     assert f"`{message}`" in readme
+
+
+@pytest.mark.parametrize(
+    ("parent", "expected"), [(None, "0"), ("2,3", "2"), ("GPU-0f3a", "0")], ids=str
+)
+def test_a_local_gpu_job_sees_the_gpus_it_asked_for(tmp_path, monkeypatch, parent, expected):
+    """Found on an H100: submitit's local executor sets CUDA_VISIBLE_DEVICES to the GPUs it was
+    given, "" without gpus_per_node, so every local GPU job saw no GPU and the job-start check
+    refused it. The job now gets --gpus of them, from the caller's own CUDA_VISIBLE_DEVICES when
+    that names GPUs by index."""
+    from types import SimpleNamespace
+
+    from vqa_r1.launch.submit import Resources, local_parameters, make_executor
+
+    if parent is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", parent)
+    request = SimpleNamespace(resources=Resources(gpus=1, nodes=1, time="00:05:00"))
+    params = local_parameters(request)
+    assert params["gpus_per_node"] == 1
+    executor = make_executor("local", tmp_path / "jobs", params)
+    job = executor.submit(os.getenv, "CUDA_VISIBLE_DEVICES", "<unset>")
+    assert job.result() == expected
+    none = local_parameters(SimpleNamespace(resources=Resources(gpus=0, nodes=1, time="1:00")))
+    assert "gpus_per_node" not in none

@@ -8,6 +8,7 @@ and the run directory with its resolved config is written. The job only reads th
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -157,8 +158,21 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
 def local_parameters(request: LaunchRequest) -> dict[str, Any]:
     """The local executor's parameters: the request's time limit (``--time``, else the recipe's),
     at which submitit signals the job, which checkpoints and requeues as on SLURM. (Before, a
-    local job always had 60 minutes whatever ``--time`` said.)"""
-    return {"timeout_min": parse_slurm_time(request.resources.time)}
+    local job always had 60 minutes whatever ``--time`` said.)
+
+    A GPU job gets its GPUs: submitit's local executor sets ``CUDA_VISIBLE_DEVICES`` for the job
+    to the GPUs it was given, an empty list when none, so a job submitted without
+    ``gpus_per_node`` saw no GPU at all (found on an H100: the job-start check refused it). The
+    GPUs are taken from this process's own ``CUDA_VISIBLE_DEVICES`` when it names them by index,
+    so a job started under ``CUDA_VISIBLE_DEVICES=2,3`` keeps to GPUs 2 and 3."""
+    params: dict[str, Any] = {"timeout_min": parse_slurm_time(request.resources.time)}
+    gpus = request.resources.gpus  # a judge's vLLM server and the doctor need them too
+    if gpus:
+        params["gpus_per_node"] = gpus
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+        if visible and all(v.isdigit() for v in visible):
+            params["visible_gpus"] = tuple(int(v) for v in visible)
+    return params
 
 
 def make_executor(
@@ -176,12 +190,15 @@ def make_executor(
     params.pop("slurm_python", None)
     if preview:
         executor = preview_executor(folder, **built)
-    else:
+    elif kind == "slurm":
         executor = submitit.AutoExecutor(folder=str(folder), cluster=kind, **built)
+    else:  # submitit's own local executor: AutoExecutor does not pass on visible_gpus
+        executor = submitit.LocalExecutor(folder=str(folder))
     if kind == "slurm":
         executor.update_parameters(**params)
     else:
-        executor.update_parameters(timeout_min=params.get("timeout_min", 60))
+        local = {k: params[k] for k in ("gpus_per_node", "visible_gpus") if k in params}
+        executor.update_parameters(timeout_min=params.get("timeout_min", 60), **local)
     return executor
 
 
