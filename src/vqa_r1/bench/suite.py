@@ -21,6 +21,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "P4": ("vqa_r1.bench.trainer_overhead", "GRPO step: our grpo vs a bare TRL script"),
     "P5": ("vqa_r1.bench.requeue_restart", "requeue: restart to first step vs a cold start"),
     "P6": ("vqa_r1.bench.pipeline_times", "the demo's stages and the test suite, timed"),
+    "P7": (
+        "vqa_r1.bench.vision_backward",
+        "GRPO step with checkpointing: language-only input hooks vs the library's (vision too)",
+    ),
 }
 
 
