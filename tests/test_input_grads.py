@@ -45,7 +45,7 @@ def _lora_step(fixed: bool):
         LoraConfig(r=4, lora_alpha=8, target_modules=loaded.adapter.lora_target_regex()),
     )
     model.enable_input_require_grads()  # what TRL's trainers call with PEFT + checkpointing
-    model.activation_checkpointing_enable()  # what the Trainer calls (it re-hooks the inputs)
+    model.gradient_checkpointing_enable()  # what the Trainer calls (it re-hooks the inputs)
     model.train()
     base = model.get_base_model()
     vision_backward: list[str] = []

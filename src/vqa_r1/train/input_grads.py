@@ -1,8 +1,8 @@
 """Gradient-checkpointing input hooks on the language model only, not on the frozen vision tower.
 
 With PEFT and gradient checkpointing, TRL (GRPOTrainer/SFTTrainer ``__init__``), PEFT
-(``prepare_model_for_gradient_checkpointing``) and transformers (``activation_checkpointing_enable``,
-again after each GRPO generation) call ``enable_input_require_grads()``. In transformers 5.23 that
+(``prepare_model_for_gradient_checkpointing``) and transformers (``gradient_checkpointing_enable``,
+again after each GRPO generation) call ``enable_input_require_grads()``. In transformers 5.17 to 5.23 that
 hooks the input embeddings of every ``PreTrainedModel`` inside the model, the vision tower's patch
 embedding included, so the image features require grad and backward (and the checkpointed
 recomputation) runs through every vision block, although nothing there trains when LoRA wraps the
