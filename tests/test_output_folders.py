@@ -351,6 +351,8 @@ def test_sft(sft_run, tmp_path, capsys):
     try:
         err = assert_refused(vqa(*argv[:-1], tmp_path / "locked"), capsys)
         assert f"pid {held.pid}@" in err
+        err = assert_refused(launch(*argv[:-1], tmp_path / "locked", "--executor", "local"), capsys)
+        assert f"pid {held.pid}@" in err and not (tmp_path / "locked" / "jobs").exists()
     finally:
         held.kill()
         held.wait()
@@ -370,6 +372,7 @@ def test_grpo_into_a_finished_sft_run_is_refused_and_a_finished_grpo_is_complete
 
     out = tmp_path / "grpo"
     assert vqa(*grpo, out) == 0
+    assert json.loads((out / "status.json").read_text())["state"] == "COMPLETED"
     capsys.readouterr()
     finished = snapshot(out)
     assert vqa(*grpo, out) == 0
@@ -502,6 +505,24 @@ def test_a_finished_pipeline_and_sweep_are_complete(synthetic_dir, tmp_path, cap
         assert launch(*argv, "--output-dir", root) == 0
         assert "is complete with these settings: nothing submitted" in capsys.readouterr().out
         assert snapshot(root) == finished
+
+
+def test_launcher_overwrite_as_a_user_types_it(tmp_path, capsys):
+    mine = foreign(tmp_path)
+    assert launch("sft", "--dry-run", "--overwrite", "--output-dir", mine) == 0
+    assert "will be moved aside" in capsys.readouterr().err
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # a dry run moves nothing
+    responses = tmp_path / "r.json"
+    responses.write_text(json.dumps([{"question": "A is left of B.", "true_response": "True",
+                                      "predicted_response": "<answer>True</answer>"}]))  # fmt: skip
+    argv = ["judge", "--backend", "heuristic", "--responses", f"m={responses}",
+            "--out", tmp_path / "checks.json", "--executor", "local"]  # fmt: skip
+    assert_refused(launch(*argv, "--output-dir", mine), capsys, "notes.txt", "--overwrite")
+    assert launch(*argv, "--output-dir", mine, "--overwrite") == 0, capsys.readouterr().err
+    assert "nothing deleted" in capsys.readouterr().err
+    (aside,) = tmp_path.glob("mine.old-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["notes.txt"]
+    assert (mine / MARKER).exists() and (tmp_path / "checks.json").exists()
 
 
 # ------------------------------------------------------------- nothing written before checks

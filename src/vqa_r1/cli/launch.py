@@ -286,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             return run_sweep(run_spec(args, args.verb), job, args.sweep, args.parallel, command)
         request, run_dir, config = build_request(args, job)
         if job.dry_run:
+            if job.overwrite and run_dir.is_dir() and any(run_dir.iterdir()):
+                print(f"note: --overwrite: {run_dir} will be moved aside to {run_dir.name}.old-"
+                      "<time> on submission (nothing is deleted)", file=sys.stderr)  # fmt: skip
             print(dry_run_text(request))
             if config is not None:
                 print("# ---- resolved configuration (written to the run directory on submit) ----")
@@ -297,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
                 "(--overwrite, or a new --output-dir, to run it again)"
             )
             return 0
+        holder = output_dir.lock_holder(run_dir)
+        if holder is not None:  # its job would be refused at start, after the queue wait
+            raise output_dir.FolderRefused(
+                f"{run_dir} is being written by {output_dir.describe(holder)}; wait for it to "
+                "end, or use another --output-dir"
+            )
         kind = pick_executor(job.executor)
         launched = submit(request, run_dir / "jobs")
         record = m.record_job(run_dir, str(launched.job_id), kind, run_dir / "jobs", command)
