@@ -152,6 +152,23 @@ def test_versions_are_checked_against_constraints_txt():
     assert by_name(checks, "transformers").status == OK
 
 
+def test_the_installed_torch_says_which_tested_set_applies():
+    """Two tested sets: CPU (constraints.txt, CI) and GPU (constraints-gpu.txt, `.[gpu]`: vLLM
+    pins another torch). An install follows the set whose torch it has; messages name the file."""
+    cpu = doctor.tested_versions(REPO / "constraints.txt")
+    gpu = doctor.tested_versions(REPO / "constraints-gpu.txt")
+    assert cpu["torch"] != gpu["torch"] and "vllm" in gpu and "deepspeed" in gpu
+    assert doctor.constraints_file(gpu["torch"]) == REPO / "constraints-gpu.txt"
+    assert doctor.constraints_file(gpu["torch"] + "+cu130") == REPO / "constraints-gpu.txt"
+    assert doctor.constraints_file(cpu["torch"]) == REPO / "constraints.txt"
+    assert doctor.constraints_file("2.11.0") == REPO / "constraints.txt"  # neither: the CPU set
+    checks = doctor.version_checks({**gpu, "trl": "0.0.1"}, "constraints-gpu.txt")
+    assert by_name(checks, "trl").fix == "pip install -c constraints-gpu.txt 'trl==0.0.1'"
+    # the same libraries above torch in both: what CI tests is what a cluster installs
+    for name in ("transformers", "trl", "peft", "accelerate", "datasets", "huggingface-hub"):
+        assert cpu[name] == gpu[name], name
+
+
 # ------------------------------------------------------------------------- cache and env
 
 
@@ -261,7 +278,8 @@ def test_a_wheel_ships_the_tested_versions(tmp_path):
     import zipfile
 
     source = tmp_path / "source"
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "constraints.txt"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "constraints.txt",
+                 "constraints-gpu.txt"):  # fmt: skip
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, source / name)
     shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
@@ -275,6 +293,8 @@ def test_a_wheel_ships_the_tested_versions(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     shipped = site / "vqa_r1" / "constraints.txt"
     assert shipped.read_text() == (REPO / "constraints.txt").read_text()
+    gpu_set = site / "vqa_r1" / "constraints-gpu.txt"
+    assert gpu_set.read_text() == (REPO / "constraints-gpu.txt").read_text()
     out = subprocess.run(
         [sys.executable, "-c", "from vqa_r1.launch.doctor import constraints_file as f; print(f())"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, timeout=120,

@@ -3,8 +3,10 @@
 Each check is one line, OK / WARN / FAIL, and says the fix; any FAIL makes the command exit 1.
 Run on a login node it checks the installation, the model cache and the cluster's SLURM settings;
 as a job (`slurm/launch.py doctor --cluster NAME`) it also checks the GPUs the job was given.
-The CUDA checks are launch/cuda_check.py's, the same that stop a GPU job at start; the tested
-versions are constraints.txt's (shipped inside the package by setup.py for non-editable installs).
+The CUDA checks are launch/cuda_check.py's, the same that stop a GPU job at start. The tested
+versions are two sets (shipped inside the package by setup.py for non-editable installs):
+constraints.txt, the CPU set CI runs, and constraints-gpu.txt, what `pip install ".[gpu]"` gets on
+a cluster (vLLM pins another torch); the installed torch says which set this install follows.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ OK, WARN, FAIL = "OK", "WARN", "FAIL"
 # the packages a run's behaviour depends on, checked against the tested set
 STACK = ("torch", "torchvision", "transformers", "trl", "peft", "accelerate", "vllm", "deepspeed")
 OPTIONAL = {"vllm": "GRPO generation with vLLM", "deepspeed": "ZeRO recipes (7B)"}
-CONSTRAINTS = "constraints.txt"
+CONSTRAINTS = "constraints.txt"  # the CPU set
+GPU_CONSTRAINTS = "constraints-gpu.txt"  # the GPU set (vLLM, DeepSpeed, the torch vLLM pins)
 MIN_FREE_GIB = 1.0  # below this nothing can be saved; a FAIL
 CHECKPOINT_COPIES = 3  # free disk wanted: this many copies of the weights (merge, final/, staging)
 
@@ -58,8 +61,11 @@ def run_checks(options: DoctorOptions) -> list[Check]:
     smi = cuda_check.nvidia_smi()
     checks = [interpreter_check(options.cluster), *cuda_checks(facts, smi, options.gpus)]
     checks += memory_checks(facts, options.models)
-    pins = tested_versions(Path(options.constraints)) if options.constraints else None
-    checks += version_checks(pins)
+    if options.constraints:
+        path = Path(options.constraints)
+        checks += version_checks(tested_versions(path), path.name)
+    else:
+        checks += version_checks()
     checks.append(flash_attn_check())
     checks += [model_check(name) for name in options.models]
     checks.append(offline_check())
@@ -159,13 +165,25 @@ def weights_gib(name: str) -> float | None:
 # ------------------------------------------------------------------------------------ versions
 
 
-def constraints_file() -> Path | None:
-    """The tested set: the checkout's constraints.txt, else the copy shipped in the package."""
+def constraints_file(torch_version: str | None = None) -> Path | None:
+    """The tested set this install follows: the GPU set when the installed torch is the GPU set's
+    (``torch_version``, default the installed one), else the CPU set; each the checkout's file,
+    else the copy shipped in the package."""
     package = Path(__file__).resolve().parents[1]
-    for candidate in (package.parents[1] / CONSTRAINTS, package / CONSTRAINTS):
-        if candidate.is_file():
-            return candidate
-    return None
+
+    def find(name: str) -> Path | None:
+        for candidate in (package.parents[1] / name, package / name):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    cpu, gpu = find(CONSTRAINTS), find(GPU_CONSTRAINTS)
+    installed = torch_version if torch_version is not None else _installed("torch")
+    if gpu is not None and installed is not None:
+        tested = tested_versions(gpu).get("torch")
+        if tested is not None and _same(installed, tested):
+            return gpu
+    return cpu
 
 
 def tested_versions(path: Path | None = None) -> dict[str, str]:
@@ -181,8 +199,12 @@ def tested_versions(path: Path | None = None) -> dict[str, str]:
     return pins
 
 
-def version_checks(pins: dict[str, str] | None = None) -> list[Check]:
-    pins = tested_versions() if pins is None else pins
+def version_checks(pins: dict[str, str] | None = None, source: str | None = None) -> list[Check]:
+    """The installed STACK against ``pins`` (default: the tested set this install follows,
+    constraints_file()); ``source`` names the pins' file in the messages."""
+    if pins is None:
+        path = constraints_file()
+        pins, source = tested_versions(path), path.name if path else None
     if not pins:
         return [
             Check(
@@ -193,12 +215,13 @@ def version_checks(pins: dict[str, str] | None = None) -> list[Check]:
             )
         ]
     checks = []
+    source = source or CONSTRAINTS
     for name in STACK:
         installed = _installed(name)
         tested = pins.get(_normalise(name))
         if installed is None:
             if tested and name not in OPTIONAL:
-                fix = f"pip install -c constraints.txt {name}=={tested}"
+                fix = f"pip install -c {source} {name}=={tested}"
                 checks.append(Check(name, FAIL, f"not installed (tested: {tested})", fix))
             elif name in OPTIONAL:
                 what = f"tested: {tested}" if tested else "not in the tested set"
@@ -206,13 +229,11 @@ def version_checks(pins: dict[str, str] | None = None) -> list[Check]:
                 checks.append(Check(name, OK, detail))
             continue
         if tested is None:
-            checks.append(
-                Check(name, WARN, f"{installed} is not in the tested set (constraints.txt)")
-            )
+            checks.append(Check(name, WARN, f"{installed} is not in the tested set ({source})"))
         elif _same(installed, tested):
-            checks.append(Check(name, OK, f"{installed} (tested)"))
+            checks.append(Check(name, OK, f"{installed} (tested, {source})"))
         else:
-            fix = f"pip install -c constraints.txt '{name}=={tested}'"
+            fix = f"pip install -c {source} '{name}=={tested}'"
             checks.append(Check(name, WARN, f"{installed} installed, {tested} tested", fix))
     return checks
 
