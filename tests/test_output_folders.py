@@ -556,6 +556,22 @@ def test_a_refused_sbatch_leaves_nothing(tmp_path, monkeypatch, capsys):
     assert not run.exists()
 
 
+def test_evaluate_refused_by_its_batch_log_writes_no_config(synthetic_dir, tmp_path):
+    """Point 12: config.yaml was written before the batch log's fingerprint refused the run."""
+    from vqa_r1.config import run_settings
+    from vqa_r1.errors import UserError
+    from vqa_r1.eval.evaluate import evaluate
+    from vqa_r1.recipes import load_config
+
+    config = load_config("evaluate", "tiny-qwen2.5-vl", None, [f"data.dataset={synthetic_dir}"])
+    out = tmp_path / "eval"
+    output_dir.claim(out, "evaluate", run_settings(config))
+    (out / "batches.jsonl").write_text('{"fingerprint": "another evaluation"}\n')
+    with pytest.raises(UserError, match="generated with other settings"):
+        evaluate(config, out)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "batches.jsonl"]
+
+
 @pytest.mark.parametrize(
     "argv",
     [
