@@ -554,6 +554,9 @@ def test_a_refused_sbatch_leaves_nothing(tmp_path, monkeypatch, capsys):
     code = launch("evaluate", "--executor", "slurm", "--output-dir", run)  # with a code snapshot
     assert_refused(code, capsys, "sbatch refused")
     assert not run.exists()
+    sweep = ["evaluate", "--executor", "slurm", "--sweep", "eval.limit=1,2"]
+    assert_refused(launch(*sweep, "--output-dir", run), capsys, "sbatch refused", "Invalid account")
+    assert not run.exists()
 
 
 def test_evaluate_refused_by_its_batch_log_writes_no_config(synthetic_dir, tmp_path):

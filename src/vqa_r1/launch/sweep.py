@@ -9,8 +9,11 @@ is validated on the login node like a single job before the array is submitted.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import itertools
+import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -249,8 +252,19 @@ def submit_array(plan: SweepPlan) -> list[Any]:
     log_dir = plan.root / "jobs"
     log_dir.mkdir(parents=True, exist_ok=True)
     executor = make_executor("slurm", log_dir, params)
-    with executor.batch():
-        jobs = [executor.submit(element.request.task) for element in plan.elements]
+    from submitit.core.utils import FailedJobError
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured), executor.batch():  # ours says it, once
+            jobs = [executor.submit(element.request.task) for element in plan.elements]
+    except FailedJobError as err:  # SLURM's own message, one line (as launch/submit.py does)
+        said = " ".join(str(err).split()) or " ".join(captured.getvalue().split()) or "no message"
+        raise UserError(
+            f"sbatch refused the sweep array {request.job_name} ({plan.root}): "
+            f"{said}. Check the cluster profile "
+            "(partition, account, limits) or the resources asked for (--gpus, --time)"
+        ) from None
     return jobs
 
 
@@ -286,15 +300,21 @@ def run_sweep(
               "submitted (--overwrite, or a new --output-dir, to run it again)")  # fmt: skip
         return 0
     kind = pick_executor(job.executor)
+    new = not plan.root.exists()
     claimer(plan.root, "sweep", sweep_settings(spec, sweeps), job.overwrite)()
     with FolderLock(plan.root, "sweep"):  # one launch at a time writes sweep.json
-        return _launch_sweep(plan, kind, command)
+        return _launch_sweep(plan, kind, command, new)
 
 
-def _launch_sweep(plan: SweepPlan, kind: str, command: str) -> int:
+def _launch_sweep(plan: SweepPlan, kind: str, command: str, new: bool) -> int:
     if kind == "local":
         return run_sweep_locally(plan, command)
-    jobs = submit_array(plan)
+    try:
+        jobs = submit_array(plan)
+    except Exception:  # sbatch refused the array: a folder made for it is taken back
+        if new:
+            shutil.rmtree(plan.root, ignore_errors=True)
+        raise
     for index, (element, job_) in enumerate(zip(plan.elements, jobs, strict=True)):
         record_job(element.run_dir, str(job_.job_id), kind, plan.root / "jobs", command, index)
     write_sweep_file(plan, kind, [str(j.job_id) for j in jobs])
