@@ -440,6 +440,15 @@ def test_prompt_tune(sft_run, tmp_path, capsys):
     assert vqa(*pt, out) == 0  # not trained nor evaluated again
     assert "is complete" in capsys.readouterr().out and snapshot(out) == finished
 
+    assert_refused(vqa(*pt, out, "--base"), capsys, "holds a prompt-tune run, not prompt-tune")
+    base = tmp_path / "base"
+    assert vqa(*pt, base, "--base") == 0
+    capsys.readouterr()
+    scored = snapshot(base)
+    assert vqa(*pt, base, "--base") == 0  # the base model is not scored again
+    assert "is complete" in capsys.readouterr().out and snapshot(base) == scored
+    assert snapshot(out) == finished
+
 
 @pytest.mark.slow
 def test_pretrain(sft_run, tmp_path, capsys):
