@@ -34,7 +34,10 @@ def test_text_bias_on_a_release_folder_reaches_069_and_loads_through_dataset(fmt
         assert named["split_folder"].endswith("data/splits/random")
     if fmt == "rel3d":
         assert named["split_file"].endswith("data/c_0.9_c_0.1.json")
-    assert fmt in (out / "README.md").read_text()
+    if fmt == "spatialsense":
+        assert named["split_file"] == str(source.resolve() / "annotations.json")
+    readme = (out / "README.md").read_text()
+    assert fmt in readme and (named.get("split_folder") or named["split_file"]) in readme
 
     ev = tmp_path / "eval"
     dry = ["evaluate", "--model", "tiny-qwen2.5-vl", "--dataset", str(out), "--dry-run"]
@@ -43,13 +46,55 @@ def test_text_bias_on_a_release_folder_reaches_069_and_loads_through_dataset(fmt
     assert str(out) in capsys.readouterr().out
 
 
-def test_visual_bias_on_a_release_folder(tmp_path):
-    from vqa_r1.data.bias import build_biased_dataset, visual_bias
+@pytest.mark.parametrize("fmt", sorted(RELEASES))
+def test_visual_bias_on_a_release_folder_reaches_069_and_loads_through_dataset(
+    fmt, tmp_path, capsys
+):
+    from vqa_r1.data.bias import visual_bias
 
-    source = RELEASES["vsr"](tmp_path / "vsr")
-    card = build_biased_dataset(source, tmp_path / "visual", "visual", 0.6)
-    assert abs(card["achieved"] - 0.6) <= 0.01
-    assert visual_bias(load_split(tmp_path / "visual", "train")) == pytest.approx(card["achieved"])
+    source = RELEASES[fmt](tmp_path / fmt)
+    out = tmp_path / "visual"
+    argv = ["data", "bias", "--kind", "visual", "--target", "0.69", "--source", str(source)]
+    assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+    card = json.loads((out / "bias_card.json").read_text())
+    assert abs(card["achieved"] - 0.69) <= 0.01
+    assert f"{card['achieved']:.4f}" in capsys.readouterr().out
+    train = load_split(out, "train")  # every image resolved (checked here)
+    assert visual_bias(train) == pytest.approx(card["achieved"])
+    assert len(train) == card["n"] < len(load_split(source, "train"))
+    named = card["source_dataset"]
+    assert named["release_format"] == fmt and (named.get("split_folder") or named["split_file"])
+
+    dry = ["evaluate", "--model", "tiny-qwen2.5-vl", "--dataset", str(out), "--dry-run"]
+    assert launch_main([*dry, "--output-dir", str(tmp_path / "eval")]) == 0, capsys.readouterr().err
+    assert str(out) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["synthetic", *sorted(RELEASES)])
+def test_data_show_takes_what_dataset_takes(name, tmp_path, capsys, monkeypatch, synthetic_dir):
+    """`data show` opens its folder as --dataset does: 'synthetic' (the demo's data, the one
+    `data bias --source synthetic` reads; its generation stood in by a small set here) and every
+    release folder."""
+    from vqa_r1.data import datasets
+
+    seen = []
+
+    def demo_data(data_cfg):
+        seen.append(data_cfg)
+        return synthetic_dir
+
+    if name == "synthetic":
+        monkeypatch.setattr(datasets, "dataset_dir", demo_data)
+        path, first = name, load_split(synthetic_dir, "test")[0]
+    else:
+        path = str(RELEASES[name](tmp_path / name))
+        first = load_split(path, "test")[0]
+    assert main(["data", "show", path, "--split", "test"]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "num_rows" in printed and first["caption"] in printed
+    if name == "synthetic":
+        (data,) = seen
+        assert data.dataset == "synthetic" and data.synthetic_train == 4000
 
 
 def test_a_multiple_choice_source_is_refused_with_a_message(tmp_path, capsys):

@@ -9,9 +9,16 @@ from pathlib import Path
 
 from vqa_r1 import output_dir
 from vqa_r1.cli.common import add_overwrite_argument, make_way_or_complete
-from vqa_r1.data.datasets import load_split
 from vqa_r1.data.synthetic import DomainShift, SceneConfig, SyntheticSpec, write_dataset
 from vqa_r1.errors import UserError
+
+# 'synthetic' in `data show` and `data bias --source`: this recipe's data (the demo's)
+DEMO_RECIPE = "qwen2_5_vl/tiny-pretrained_sft"
+SOURCES = (
+    f"'synthetic' (the demo's data, recipe {DEMO_RECIPE}) or any folder "
+    "--dataset takes (saved with save_to_disk, or a VSR, Rel3D or SpatialSense release folder, "
+    "converted as training converts it)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
@@ -53,13 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     bias.add_argument(
         "--target", type=float, required=True, help="the classifier's accuracy wanted, e.g. 0.69"
     )
-    bias.add_argument(
-        "--source",
-        default="synthetic",
-        help="any folder --dataset takes (saved with save_to_disk, or a VSR, Rel3D or "
-        "SpatialSense release folder, converted as training converts it), or 'synthetic': the "
-        "demo's data (recipe qwen2_5_vl/tiny-pretrained_sft)",
-    )
+    bias.add_argument("--source", default="synthetic", help=SOURCES)
     bias.add_argument(
         "--out",
         required=True,
@@ -69,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     bias.add_argument("--seed", type=int, default=0, help="which rows are dropped")
     bias.add_argument("--split", default="train", help="the split biased (the others are copied)")
     show = sub.add_parser("show", help="print the splits, sizes and first rows of a dataset folder")
-    show.add_argument("path")
+    show.add_argument("path", help=SOURCES)
     show.add_argument("--split", default="train")
 
 
@@ -104,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.data_cmd == "bias":
         return _bias(args)
-    ds = load_split(args.path, args.split)
+    from vqa_r1.data.datasets import open_split
+
+    # the loader --dataset goes through (open_split of a DataConfig), so 'synthetic' is accepted
+    ds = open_split(data_config(args.path), args.split)
     print(ds)
     for row in ds.select(range(min(3, len(ds)))):
         print({k: row[k] for k in ("caption", "label", "relation") if k in row})
@@ -127,16 +131,23 @@ def _check_generate(args: argparse.Namespace) -> None:
         )
 
 
+def data_config(dataset: str):
+    """The DataConfig naming ``dataset`` as ``--dataset`` would, on the demo recipe's settings:
+    'synthetic' is the demo's data (layer rule: vqa_r1.data may not read recipes, the CLI may)."""
+    from dataclasses import replace
+
+    from vqa_r1.recipes import config_from_recipe
+
+    return replace(config_from_recipe(DEMO_RECIPE).data, dataset=dataset)
+
+
 def _bias(args: argparse.Namespace) -> int:
     from vqa_r1.data.bias import build_biased_dataset, format_p
     from vqa_r1.data.datasets import dataset_dir
 
     source = args.source
     if source == "synthetic":
-        # the demo's data (layer rule: vqa_r1.data may not read recipes, the CLI may)
-        from vqa_r1.recipes import config_from_recipe
-
-        source = dataset_dir(config_from_recipe("qwen2_5_vl/tiny-pretrained_sft").data)
+        source = dataset_dir(data_config(source))
     elif not Path(source).exists():
         raise UserError(f"--source {source}: no such folder (or pass 'synthetic')")
     if output_dir.inside(args.out, source) or output_dir.inside(source, args.out):

@@ -24,7 +24,7 @@ from vqa_r1.data.formats.common import (
 )
 
 NAME = "spatialsense"
-VERSION = 1
+VERSION = 2  # 2: the report names the annotations file (split_file)
 URL = "https://github.com/princeton-vl/SpatialSense (annotations.json and images.tar.gz)"
 NEEDS = "annotations.json and images/flickr/, images/nyu/ (from images.tar.gz)"
 LAYOUT = "<folder>/annotations.json, <folder>/images/flickr/*.jpg, <folder>/images/nyu/*"
@@ -59,9 +59,10 @@ def images_hint(folder: Path, report: dict) -> str:
 
 def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     splits: dict[str, list[dict]] = {split: [] for split in SPLITS.values()}
-    path = annotation_file(folder)
-    data = read_json(path)
-    check_labels((rel.get("label") for image in data for rel in image["annotations"]), str(path))
+    annotations = annotation_file(folder)
+    data = read_json(annotations)
+    labels = (rel.get("label") for image in data for rel in image["annotations"])
+    check_labels(labels, str(annotations))
     for image in data:
         split = SPLITS.get(image["split"])
         if split is None:
@@ -77,7 +78,8 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
                     path,
                 )
             )
-    return {k: v for k, v in splits.items() if v}, {}
+    # the file every split came from, named like Rel3D's (a biased set's card names it)
+    return {k: v for k, v in splits.items() if v}, {"split_file": str(annotations)}
 
 
 def features():
