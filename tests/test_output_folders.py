@@ -248,7 +248,8 @@ def test_two_data_generate_runs_into_one_folder_one_is_refused(tmp_path, capsys)
     cmd = [sys.executable, "-m", "vqa_r1", "data", "generate", "--out", str(out), *sizes]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(600):
+        deadline = time.monotonic() + 120  # a loaded machine starts Python slowly
+        while time.monotonic() < deadline:
             if (out / LOCK).exists() or first.poll() is not None:
                 break
             time.sleep(0.02)
