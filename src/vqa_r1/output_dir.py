@@ -304,6 +304,18 @@ def writing(
         yield claim(root, verb, settings, flag=flag)
 
 
+def wait_for_claim(root: str | Path, timeout_s: float = 600.0) -> None:
+    """On a rank other than 0, before it creates anything in ``root``: wait until the folder is
+    ours (rank 0's ``writing`` has claimed it). A ``checkpoints/`` another rank made first is a
+    file not ours to a rank 0 that checks the folder later, and it refuses the folder (seen with
+    two processes under load). Returns at once on rank 0 and in a folder already ours."""
+    if ranks.is_main():
+        return
+    root = Path(root)
+    what = f"its claim of {root} ({MARKER})"
+    ranks.wait_for(lambda: read_marker(root) is not None, what, timeout_s=timeout_s, poll_s=0.2)
+
+
 # --------------------------------------------------------------------------------- the lock
 
 

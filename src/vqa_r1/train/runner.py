@@ -272,6 +272,7 @@ def _train(
     # several processes (ranks): all train and checkpoint together; rank 0 alone writes the run's
     # files (config, status, metrics, final/); every rank resumes from the same checkpoint
     main = ranks.is_main()
+    output_dir.wait_for_claim(run_dir)  # other ranks: nothing in the folder before rank 0's claim
     rd = RunDir(Path(run_dir)).create()
     if main and not rd.config.exists():
         save_config(config, rd.config)
