@@ -391,3 +391,22 @@ def test_submitit_still_requeues_from_rank_0_only_and_ignores_sigterm():
     assert "self.env._requeue(countdown)" in source
     handle = inspect.getsource(JobEnvironment._handle_signals)
     assert "signal.SIGTERM, handler.bypass" in handle
+
+
+def test_a_checkpoint_loads_to_the_device_several_cpu_processes_train_on():
+    """accelerate gives several CPU processes torch.device("cpu", 0), and transformers 5.17's
+    Trainer loads the optimizer state with that as map_location: torch knew no "cpu:0", so every
+    resume of a multi-process CPU run failed. train/cpu_locations registers it."""
+    import io
+
+    import torch
+
+    from vqa_r1.train.cpu_locations import allow_indexed_cpu_locations
+
+    saved = io.BytesIO()
+    torch.save({"exp_avg": torch.arange(3.0)}, saved)
+    allow_indexed_cpu_locations()
+    allow_indexed_cpu_locations()  # once per process, whoever calls
+    saved.seek(0)
+    state = torch.load(saved, map_location=torch.device("cpu", 0), weights_only=True)
+    assert state["exp_avg"].tolist() == [0.0, 1.0, 2.0] and state["exp_avg"].device.type == "cpu"

@@ -25,6 +25,7 @@ from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
 from vqa_r1.run_dir import RunDir, latest_checkpoint
 from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
+from vqa_r1.train.cpu_locations import allow_indexed_cpu_locations
 from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
 from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin, EpochOrderSamplerMixin
@@ -277,6 +278,8 @@ def _train(
     if main and not rd.config.exists():
         save_config(config, rd.config)
     resume = latest_checkpoint(rd.checkpoints)
+    if resume is not None and ranks.world_size() > 1 and not torch.cuda.is_available():
+        allow_indexed_cpu_locations()  # the Trainer loads the optimizer to cpu:N (cpu_locations)
     if resume is not None:
         step = int(resume.name.split("-")[1])
         if main:
