@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,25 +258,32 @@ def submit(request: LaunchRequest, log_dir: Path) -> Any:
         raise
 
 
-def submit_to_slurm(executor: Any, request: LaunchRequest) -> Any:
-    """``sbatch`` through submitit; a refusal (bad partition, account, limits) is a UserError
-    carrying SLURM's own message, not submitit's traceback with the message printed above it."""
-    import contextlib
+@contextlib.contextmanager
+def sbatch_refusal(what: str, cluster: str | None) -> Iterator[None]:
+    """Around ``sbatch`` through submitit: a refusal (bad partition, account, limits) becomes a
+    UserError carrying SLURM's own message in one line, not submitit's traceback with the message
+    printed above it (submitit echoes sbatch's stderr: ours says it, once)."""
     import io
 
     from submitit.core.utils import FailedJobError
 
     captured = io.StringIO()
     try:
-        with contextlib.redirect_stderr(captured):  # submitit echoes sbatch's stderr: ours says it
-            return executor.submit(request.task)
+        with contextlib.redirect_stderr(captured):
+            yield
     except FailedJobError as err:
         said = " ".join(str(err).split()) or " ".join(captured.getvalue().split()) or "no message"
         raise UserError(
-            f"sbatch refused job {request.job_name} ({request.task.run_dir}): {said}. Check the "
-            f"cluster profile ({request.cluster or default_cluster()}: partition, account, "
-            "limits) or the resources asked for (--gpus, --time)"
+            f"sbatch refused {what}: {said}. Check the cluster profile "
+            f"({cluster or default_cluster()}: partition, account, limits) or the resources "
+            "asked for (--gpus, --time)"
         ) from None
+
+
+def submit_to_slurm(executor: Any, request: LaunchRequest) -> Any:
+    """``sbatch`` through submitit, a refusal said in one line (``sbatch_refusal``)."""
+    with sbatch_refusal(f"job {request.job_name} ({request.task.run_dir})", request.cluster):
+        return executor.submit(request.task)
 
 
 def wait_local(job: Any, poll_s: float = 2.0) -> Any:

@@ -9,9 +9,7 @@ is validated on the login node like a single job before the array is submitted.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import itertools
 import shutil
 from dataclasses import dataclass, field, replace
@@ -39,6 +37,7 @@ from vqa_r1.launch.submit import (
     dry_run_text,
     make_executor,
     pick_executor,
+    sbatch_refusal,
     slurm_parameters,
     snapshot_code,
     snapshot_setup,
@@ -252,20 +251,9 @@ def submit_array(plan: SweepPlan) -> list[Any]:
     log_dir = plan.root / "jobs"
     log_dir.mkdir(parents=True, exist_ok=True)
     executor = make_executor("slurm", log_dir, params)
-    from submitit.core.utils import FailedJobError
-
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured), executor.batch():  # ours says it, once
-            jobs = [executor.submit(element.request.task) for element in plan.elements]
-    except FailedJobError as err:  # SLURM's own message, one line (as launch/submit.py does)
-        said = " ".join(str(err).split()) or " ".join(captured.getvalue().split()) or "no message"
-        raise UserError(
-            f"sbatch refused the sweep array {request.job_name} ({plan.root}): "
-            f"{said}. Check the cluster profile "
-            "(partition, account, limits) or the resources asked for (--gpus, --time)"
-        ) from None
-    return jobs
+    with sbatch_refusal(f"the sweep array {request.job_name} ({plan.root})", request.cluster):
+        with executor.batch():
+            return [executor.submit(element.request.task) for element in plan.elements]
 
 
 def write_sweep_file(plan: SweepPlan, kind: str, job_ids: list[str | None]) -> None:
