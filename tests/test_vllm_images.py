@@ -38,7 +38,10 @@ def test_an_image_above_the_budget_gets_the_trainers_tokens_under_another_budget
     budget = trainer_side.size.longest_edge
     big = _big_image()
     assert big.width * big.height > budget
-    vllm_side = Qwen2VLImageProcessor()  # the library's default budget (about 1 Mpx)
+    # a real checkpoint's own limits (Qwen2.5-VL's preprocessor_config.json: 3136 to 12845056
+    # pixels), given explicitly: in transformers 5.17 the class default can carry the limits of a
+    # processor loaded earlier in the same process
+    vllm_side = Qwen2VLImageProcessor(min_pixels=3136, max_pixels=12845056)
     assert vllm_side.size.longest_edge > budget
     assert _grid(vllm_side, big) != _grid(trainer_side, big)  # the mismatch vLLM reported
 
