@@ -12,16 +12,16 @@ import textwrap
 import pytest
 from judge_helpers import write_responses
 
+from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args, values_from_args
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import (
     BASE_URL_ENV,
     JudgeJobConfig,
-    add_launch_arguments,
-    config_from_args,
+    config_from_values,
     run_job,
     server_setup_lines,
 )
-from vqa_r1.judge.options import flag_of, values_from_args
+from vqa_r1.judge.options import flag_of
 from vqa_r1.models.serving import job_port, port_expression, vllm_server_lines
 
 
@@ -159,6 +159,22 @@ def test_vllm_lines_start_the_server_and_wait_for_health(tmp_path):
     assert statuses[0] == "503" and statuses[1:] == ["200", "200"]  # set-up, then the script's
 
 
+def test_the_library_takes_plain_values(tmp_path, no_key_env):
+    """judge.job needs no parser: plain values give the config the flags give."""
+    responses = write_responses(tmp_path / "r.json", 2)
+    out = tmp_path / "o.json"
+    config = config_from_values(
+        {"responses": [f"m={responses}"], "out": str(out), "backend": "heuristic", "limit": 1}
+    )
+    assert config == config_from_args(parse("--responses", f"m={responses}", "--out", out,
+                                            "--backend", "heuristic", "--limit", "1"))  # fmt: skip
+    assert config.responses == [("m", str(responses))]
+    with pytest.raises(UserError, match="--limit must be at least 1"):
+        config_from_values(
+            {"responses": [f"m={responses}"], "out": str(out), "backend": "heuristic", "limit": 0}
+        )
+
+
 def test_vllm_lines_fail_fast_when_the_server_dies(tmp_path):
     proc, _, _ = _script_with_fake_vllm(tmp_path, die=True, vllm_port=18123)
     assert proc.returncode == 1
@@ -225,7 +241,7 @@ def test_flags_are_generated_from_the_config_fields(monkeypatch):
 
 def test_run_arguments_leave_out_the_vllm_group():
     parser = argparse.ArgumentParser()
-    from vqa_r1.judge.job import add_run_arguments
+    from vqa_r1.cli.judge_options import add_run_arguments
 
     add_run_arguments(parser)
     text = parser.format_help()

@@ -83,7 +83,7 @@ def test_missing_key_is_a_user_error_naming_the_variable(tmp_path, no_key_env, c
 def test_config_holds_no_secret(tmp_path, no_key_env, monkeypatch):
     from argparse import ArgumentParser
 
-    from vqa_r1.judge.job import add_launch_arguments, config_from_args
+    from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     responses = write_responses(tmp_path / "r.json", 1)

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from vqa_r1.answers import ANSWER_RULES
+from vqa_r1.cli.judge_options import add_run_arguments, config_from_args
 from vqa_r1.errors import UserError
 from vqa_r1.judge import agreement, stats
-from vqa_r1.judge.job import add_run_arguments, config_from_args, run_job
+from vqa_r1.judge.job import run_job
 from vqa_r1.judge.responses import load_records, parse_named_files
 
 

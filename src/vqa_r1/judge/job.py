@@ -9,7 +9,6 @@ job script first starts an OpenAI-compatible vLLM server on the job's GPU and wa
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -19,7 +18,7 @@ import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from vqa_r1 import output_dir
@@ -30,7 +29,7 @@ from vqa_r1.judge.cache import CACHE_ENV, VerdictCache, default_cache_dir
 from vqa_r1.judge.client import OpenAIJudgeClient, Redactor, RetryPolicy
 from vqa_r1.judge.cost import DEFAULT_OUTPUT_TOKENS, Budget, price_for
 from vqa_r1.judge.heuristic import HEURISTIC_ID
-from vqa_r1.judge.options import add_options, cli_option, flag_of, values_from_args
+from vqa_r1.judge.options import cli_option, flag_of
 from vqa_r1.judge.prompts import load_prompt
 from vqa_r1.judge.responses import JudgeItem, load_items, load_questions, parse_named_files
 from vqa_r1.models.serving import PORT_BASE, PORT_SPAN, PORT_VAR, vllm_server_lines
@@ -49,7 +48,8 @@ class JudgeJobConfig:
     """Everything a judge run needs; no secret (the key is read from the environment at run time).
 
     Each field is also a flag of ``vqa-r1 judge run`` (``--field-name``, or the ``flag`` given);
-    the vLLM fields are flags of the launcher's ``judge`` only.
+    the vLLM fields are flags of the launcher's ``judge`` only (the parsers:
+    ``vqa_r1.cli.judge_options``).
     """
 
     responses: list[tuple[str, str]] = cli_option(
@@ -160,24 +160,15 @@ def judge_settings(config: JudgeJobConfig) -> dict:
     return settings
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``vqa-r1 judge run`` (also part of the launcher's ``judge``)."""
-    add_options(parser, JudgeJobConfig)
-
-
-def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """``judge run``'s options plus an optional vLLM judge server started inside the job."""
-    add_run_arguments(parser)
-    add_options(parser.add_argument_group(VLLM_GROUP), JudgeJobConfig, VLLM_GROUP)
-
-
 def _is_local(url: str | None) -> bool:
     return bool(url) and (urlparse(url).hostname or "") in LOCAL_HOSTS
 
 
-def config_from_args(args: argparse.Namespace) -> JudgeJobConfig:
-    """Build and validate a config where mistakes are cheap to fix (the login node)."""
-    values = values_from_args(args, JudgeJobConfig)
+def config_from_values(values: dict[str, Any]) -> JudgeJobConfig:
+    """Build and validate a config where mistakes are cheap to fix (the login node).
+
+    ``values``: keyword arguments of ``JudgeJobConfig``, ``responses`` as ``NAME=FILE`` texts."""
+    values = dict(values)
     pairs = parse_named_files(values["responses"], "--responses")
     values["responses"] = [(name, str(path)) for name, path in pairs]
     config = JudgeJobConfig(**values)
@@ -219,7 +210,8 @@ def validate(config: JudgeJobConfig) -> None:
 
 
 def resolve_api_key(config: JudgeJobConfig) -> str:
-    """From the environment, else the dotenv file; a loopback server gets a placeholder."""
+    """From the environment, else the dotenv file; a server at a loopback address (the
+    job's vLLM, a local test server) gets a placeholder."""
     key = os.environ.get(config.api_key_env)
     if not key and config.env_file and Path(config.env_file).is_file():
         try:
