@@ -15,17 +15,8 @@ import types
 import typing
 from typing import Any, Literal
 
-from vqa_r1.judge.job import VLLM_GROUP, JudgeJobConfig, config_from_values, server_setup_lines
+from vqa_r1.judge.job import VLLM_GROUP, JudgeJobConfig, config_from_values
 from vqa_r1.judge.options import default_of, flag_of
-
-__all__ = [
-    "add_launch_arguments",
-    "add_options",
-    "add_run_arguments",
-    "config_from_args",
-    "server_setup_lines",  # the launcher's third need of the judge, so it imports from one place
-    "values_from_args",
-]
 
 _MISSING = dataclasses.MISSING
 
