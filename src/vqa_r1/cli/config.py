@@ -1,4 +1,6 @@
-"""`vqa-r1 config`: every configuration key, generated from the dataclasses' field metadata.
+"""`vqa-r1 config`: every configuration key, generated from the dataclasses' field metadata; with
+`--model M --verb V`, the recipe that command resolves, one key per line with the file each value
+came from.
 
 docs/configuration.md is this command's `--markdown` output (a test keeps them equal), so the
 reference cannot drift from the code.
@@ -8,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 
+from vqa_r1.cli.common import add_model_argument, add_recipe_argument, add_set_argument
 from vqa_r1.config import RunConfig
+from vqa_r1.errors import UserError
 from vqa_r1.judge.job import JudgeJobConfig
 from vqa_r1.launch.clusters import ClusterProfile
 from vqa_r1.train.pretrain import PretrainConfig
-from vqa_r1.typed_config import help_text, markdown_table
+from vqa_r1.typed_config import describe, help_text, markdown_table
 
+DEFAULT_MODEL = "tiny-qwen2.5-vl"  # the run commands' default model
 SECTIONS = {
     "run": (RunConfig, "Run configuration: recipes and `--set` of sft, grpo, evaluate"),
     "pretrain": (PretrainConfig, "Pretraining: `vqa-r1 pretrain --set KEY=VALUE`"),
@@ -25,6 +30,17 @@ SECTIONS = {
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "config") -> None:
     parser.add_argument("section", nargs="?", choices=list(SECTIONS), help="one section only")
     parser.add_argument("--markdown", action="store_true", help="Markdown tables (the docs)")
+    g = parser.add_argument_group(
+        "a resolved recipe",
+        "with --verb: the run config that `vqa-r1 VERB --model M ...` would use, one key per line "
+        "with where its value came from (a recipe file and its verb section, --set, or the "
+        "dataclass default)",
+    )
+    g.add_argument("--verb", default=None, help="sft, grpo, evaluate or merge")
+    add_model_argument(g, what=f" (default: {DEFAULT_MODEL})")
+    parser.set_defaults(model=None)  # given or not: --model without --verb is an error
+    add_recipe_argument(g, "VERB")
+    add_set_argument(g)
 
 
 def reference_markdown() -> str:
@@ -39,7 +55,35 @@ def reference_markdown() -> str:
     return "\n".join(parts) + "\n"
 
 
+def resolved_lines(verb: str, model: str, recipe: str | None, overrides: list[str]) -> list[str]:
+    """``key  value  source`` for every key of the run config ``verb`` resolves for ``model``."""
+    from vqa_r1.recipes import RECIPE_DIR, resolve_with_sources
+
+    config, sources = resolve_with_sources(verb, model, recipe, overrides)
+    rows = [
+        (key, value if value != "" else '""', sources[key])
+        for key, _, value, _ in describe(RunConfig, values=config)
+    ]
+    width = [max(len(row[i]) for row in rows) for i in (0, 1)]
+    return [
+        f"# vqa-r1 {verb} --model {model}: recipe {config.recipe}; recipes/ is {RECIPE_DIR}",
+        *(f"{k:<{width[0]}}  {v:<{width[1]}}  {s}" for k, v, s in rows),
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.verb is None and (args.model or args.recipe or args.overrides):
+        raise UserError(
+            "config: --model, --recipe and --set need --verb (sft, grpo, evaluate or merge)"
+        )
+    if args.verb is not None:
+        if args.section or args.markdown:
+            raise UserError(
+                "config: a section or --markdown lists every key; --verb shows one resolved recipe"
+            )
+        model = args.model or DEFAULT_MODEL
+        print("\n".join(resolved_lines(args.verb, model, args.recipe, args.overrides)))
+        return 0
     if args.markdown:
         print(reference_markdown(), end="")
         return 0
