@@ -1,6 +1,6 @@
 """Shared by the bench tests: CI-size runs measured against their floors on a shared machine."""
 
-from vqa_r1.bench import Result
+from benchmarks import Result
 
 
 def measured(module, repeats: int) -> Result:

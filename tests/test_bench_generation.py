@@ -1,4 +1,4 @@
-"""P1 and P2 of `vqa-r1 bench` in quick mode (identical outputs, CI floors), and the two changes
+"""P1 and P2 of `python -m benchmarks` in quick mode (identical outputs, CI floors), and the two changes
 made after P1's profile: the cheaper cache self-check and the folded LoRA adapter.
 
 Timing on a shared 2-core machine: a result below its floor is measured once more and the better
@@ -9,7 +9,7 @@ import pytest
 import torch
 from bench_helpers import describe, measured
 
-from vqa_r1.bench import evaluation, generation_cache
+from benchmarks import evaluation, generation_cache
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vqa_r1.bench.pipeline_times import run
+from benchmarks.pipeline_times import run
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""P3, P4, P5 and P7 of `vqa-r1 bench` in quick mode: their fairness checks and CI floors.
+"""P3, P4, P5 and P7 of `python -m benchmarks` in quick mode: their fairness checks and CI floors.
 
 Timing on a shared 2-core machine: a result below its floor is measured once more and the better
 of the two is kept (the checks must hold on every run).
@@ -7,7 +7,7 @@ of the two is kept (the checks must hold on every run).
 import pytest
 from bench_helpers import describe, measured
 
-from vqa_r1.bench import judge_concurrency, requeue_restart, trainer_overhead, vision_backward
+from benchmarks import judge_concurrency, requeue_restart, trainer_overhead, vision_backward
 
 
 def test_p3_judge_concurrency():

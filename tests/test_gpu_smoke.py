@@ -88,7 +88,7 @@ def test_cpu_mode_runs_every_stage_and_asserts_placement(tmp_path):
 
 def test_the_placement_probe_sees_a_model_on_the_wrong_device():
     """What makes a GPU stage fail: a whole-model call whose weights or inputs are not on CUDA."""
-    from vqa_r1.bench.gpu_smoke import Stage, run_stage
+    from benchmarks.gpu_smoke import Stage, run_stage
     from vqa_r1.models.loading import load_model
     from vqa_r1.recipes import load_config
 

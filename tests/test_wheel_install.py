@@ -1,7 +1,8 @@
 """A non-editable install works: a wheel of the checkout carries every data file the package reads
 at run time (recipes, DeepSpeed configs, experiment specs, the shipped tiny models, constraints.txt)
 and, installed outside the checkout, runs `vqa-r1 evaluate` on a tiny model (issue 16, point 15:
-stale package-data globs shipped none of them, so only editable installs worked).
+stale package-data globs shipped none of them, so only editable installs worked), and nothing
+of the checkout's dev tooling (benchmarks/, issue 18).
 
 Offline: the wheel is built with the venv's setuptools (torch requires it; its bdist_wheel needs no
 `wheel` package) and installed with --no-deps --target, so the venv is not touched."""
@@ -73,6 +74,19 @@ def test_the_wheel_ships_every_data_file_the_package_reads(wheel):
     assert f"{PACKAGE}/experiments/specs/sim2real.yaml" in want
     want.add(f"{PACKAGE}/constraints.txt")  # copied in by setup.py's build_py
     assert not want - names, f"missing from the wheel: {sorted(want - names)}"
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_library_only(wheel):
+    """The benchmarks, the GPU smoke and the fake OpenAI server are the checkout's dev tooling
+    (benchmarks/, issue 18): a wheel holds the package and its metadata, nothing else."""
+    built, _ = wheel
+    names = zipfile.ZipFile(built).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops - {PACKAGE} == {next(t for t in tops if t.endswith(".dist-info"))}, sorted(tops)
+    assert not [n for n in names if n.startswith("benchmarks/")]
+    assert not [n for n in names if "loopback" in n or n.startswith(f"{PACKAGE}/bench/")]
+    assert f"{PACKAGE}/cli/bench.py" not in names and f"{PACKAGE}/cli/__init__.py" in names
 
 
 @pytest.mark.slow

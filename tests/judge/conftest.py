@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vqa_r1.judge.loopback import LoopbackOpenAI
+from benchmarks.loopback import LoopbackOpenAI
 
 
 @pytest.fixture

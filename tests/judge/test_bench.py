@@ -1,4 +1,5 @@
-"""Acceptance of the judge's concurrency, measured by P3 of `vqa-r1 bench` (bench/judge_concurrency.py).
+"""Acceptance of the judge's concurrency, measured by P3 of `python -m benchmarks`
+(benchmarks/judge_concurrency.py).
 
 At 100 ms latency, 16 requests in flight must give at least 8x the throughput of one at a time, and
 a re-run on the cache must send nothing.
@@ -10,7 +11,7 @@ import sys
 
 from judge_helpers import REPO
 
-from vqa_r1.bench.judge_concurrency import measure
+from benchmarks.judge_concurrency import measure
 
 
 def test_concurrency_16_is_at_least_8x_concurrency_1_at_100ms():
@@ -29,8 +30,8 @@ def test_concurrency_16_is_at_least_8x_concurrency_1_at_100ms():
 
 
 def test_bench_cli_reports_p3(tmp_path):
-    # `vqa-r1 bench --only P3` replaced scripts/bench_judge.py
-    cmd = [sys.executable, "-m", "vqa_r1", "bench", "--only", "P3", "--quick", "--repeats", "1"]
+    # `python -m benchmarks --only P3` replaced scripts/bench_judge.py
+    cmd = [sys.executable, "-m", "benchmarks", "--only", "P3", "--quick", "--repeats", "1"]
     proc = subprocess.run(
         [*cmd, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO
     )

@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from benchmarks.loopback import LoopbackOpenAI
 from vqa_r1.judge.client import (
     JudgeAborted,
     OpenAIJudgeClient,
@@ -13,7 +14,6 @@ from vqa_r1.judge.client import (
     backoff_delay,
     retry_after_seconds,
 )
-from vqa_r1.judge.loopback import LoopbackOpenAI
 from vqa_r1.judge.prompts import load_prompt
 
 TEMPLATE = load_prompt("taxonomy")

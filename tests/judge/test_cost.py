@@ -3,9 +3,9 @@ import json
 import pytest
 from judge_helpers import cli, write_responses
 
+from benchmarks.loopback import LoopbackOpenAI
 from vqa_r1.errors import UserError
 from vqa_r1.judge.cost import Budget, TokenCounter, price_for
-from vqa_r1.judge.loopback import LoopbackOpenAI
 
 
 def test_prices():

@@ -190,7 +190,7 @@ def test_vllm_lines_are_shell_safe(tmp_path):
 
 
 def test_run_job_uses_the_exported_base_url(tmp_path, no_key_env, monkeypatch):
-    from vqa_r1.judge.loopback import LoopbackOpenAI
+    from benchmarks.loopback import LoopbackOpenAI
 
     responses = write_responses(tmp_path / "r.json", 3)
     with LoopbackOpenAI() as server:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from judge_helpers import REPO, cli, write_responses
 
-from vqa_r1.judge.loopback import FAULTS, LoopbackOpenAI
+from benchmarks.loopback import FAULTS, LoopbackOpenAI
 
 FAST = ["--timeout", "0.25", "--backoff-base", "0.01", "--backoff-max", "0.05"]
 

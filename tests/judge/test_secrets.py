@@ -12,7 +12,7 @@ import pickle
 import pytest
 from judge_helpers import cli, write_responses
 
-from vqa_r1.judge.loopback import LoopbackOpenAI
+from benchmarks.loopback import LoopbackOpenAI
 
 KEY = "sk-planted-SECRET-7f3a9c1e5b2d4068"
 

@@ -43,7 +43,6 @@ VERBS: dict[str, tuple[str, str]] = {
         "vqa_r1.cli.tables",
         "rebuild every experiment's tables and plots, and the study's reference table",
     ),
-    "bench": ("vqa_r1.cli.bench", "benchmarks side by side against the methods they replace"),
     "doctor": (
         "vqa_r1.cli.doctor",
         "check the GPU, driver, versions, model cache and SLURM settings before a long job",

@@ -8,7 +8,7 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from vqa_r1.bench import Result
+from benchmarks import COMMAND, Result
 from vqa_r1.clock import now_iso
 from vqa_r1.io import atomic_write_json, atomic_write_text
 
@@ -41,7 +41,7 @@ def as_json(results: list[Result], command: str) -> dict:
             ratio=r.ratio,
             meets_goal=r.meets_goal,
             meets_floor=r.meets_floor,
-            command=f"vqa-r1 bench --only {r.id}",
+            command=f"{COMMAND} --only {r.id}",
         )
         for side in ("ours", "baseline"):
             t = getattr(r, side)
@@ -88,7 +88,7 @@ def markdown(results: list[Result], command: str) -> str:
         )
     for r in results:
         if r.details or r.notes:
-            lines += ["", f"## {r.id}: {r.title}", "", f"Reproduce: `vqa-r1 bench --only {r.id}`"]
+            lines += ["", f"## {r.id}: {r.title}", "", f"Reproduce: `{COMMAND} --only {r.id}`"]
             for key, value in r.details.items():
                 lines.append(f"- {key}: {value}")
             lines += [f"- {note}" for note in r.notes]

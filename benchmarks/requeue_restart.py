@@ -25,7 +25,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from vqa_r1.bench import Result, Timing
+from benchmarks import Result, Timing
 from vqa_r1.config import RunConfig
 from vqa_r1.io import read_jsonl
 from vqa_r1.launch.requeue import RequeueController

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vqa_r1.bench import Result, Timing, side_by_side
-from vqa_r1.bench.evaluation import where_time_goes
+from benchmarks import Result, Timing, side_by_side
+from benchmarks.evaluation import where_time_goes
 
 MODEL = "tiny-smolvlm-pretrained"
 LONGEST_EDGE = 448  # 4 x 4 tiles of the vision encoder's 112 pixels, plus the global image

@@ -3,8 +3,14 @@
 Absolute times on this CPU machine say little about a GPU cluster, so every benchmark reports a
 ratio of two timings taken in the same process, interleaved (A B A B ...) so that a slow moment of
 the machine hits both sides, plus the checks that make the comparison fair (identical predictions,
-identical token ids, zero requests on a re-run). ``vqa-r1 bench`` runs them and writes
-``results/bench/RESULTS.md`` and ``results.json`` (report.py).
+identical token ids, zero requests on a re-run). ``python -m benchmarks`` (__main__.py) runs
+them from the repository root and writes ``results/bench/RESULTS.md`` and ``results.json``
+(report.py).
+
+Dev tooling of the checkout, not part of the installed package: this package may import
+``vqa_r1``, never the reverse (pyproject.toml's import contracts). ``gpu_smoke.py`` is the GPU
+smoke that ``scripts/gpu-smoke`` runs; ``loopback.py`` the fake OpenAI-compatible server of the
+judge's tests and of P3.
 """
 
 from __future__ import annotations
@@ -13,7 +19,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+
+COMMAND = "python -m benchmarks"  # how a user runs them (from the repository root)
+REPO = Path(__file__).resolve().parents[1]  # the checkout: its root makes this importable
 
 
 @dataclass

@@ -3,7 +3,7 @@
 The judge is latency-bound (a real endpoint takes seconds per verdict), so time should fall almost
 linearly with concurrency until the server pushes back. Both sides judge the same items through
 the full batch path (client, retries, cache) against one loopback OpenAI-compatible server of
-fixed latency (judge/loopback.py), each run on a fresh cache, so every item is requested; the
+fixed latency (benchmarks/loopback.py), each run on a fresh cache, so every item is requested; the
 server counts what it received. Then the items are judged again on the cache of a concurrency-16
 run: a re-run must make zero requests.
 
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.bench import Result, side_by_side
+from benchmarks import Result, side_by_side
+from benchmarks.loopback import LoopbackOpenAI
 from vqa_r1.judge.batch import BatchJudge, BatchReport
 from vqa_r1.judge.cache import VerdictCache
 from vqa_r1.judge.client import OpenAIJudgeClient, RetryPolicy
 from vqa_r1.judge.cost import Budget
-from vqa_r1.judge.loopback import LoopbackOpenAI
 from vqa_r1.judge.prompts import load_prompt
 from vqa_r1.judge.responses import JudgeItem
 
@@ -145,7 +145,7 @@ def measure(
         },
         notes=[
             "each timed run judges every item on a fresh cache through BatchJudge (client, retries, "
-            "cache writes), against judge/loopback.py; the server counts the requests",
+            "cache writes), against benchmarks/loopback.py; the server counts the requests",
             "warm-up: a few items at each concurrency, untimed",
             "re-run: the same items on the cache of the last concurrency run",
         ],

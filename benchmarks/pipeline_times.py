@@ -15,10 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vqa_r1.bench import Result, Timing
+from benchmarks import REPO, Result, Timing
 from vqa_r1.errors import UserError
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _run(cmd: list[str], cwd: Path) -> float:

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import importlib
 
-from vqa_r1.bench import Result
+from benchmarks import Result
 from vqa_r1.errors import UserError
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "P1": (
-        "vqa_r1.bench.evaluation",
+        "benchmarks.evaluation",
         "evaluation: batched + cache vs the study's batch 1, no cache",
     ),
-    "P2": ("vqa_r1.bench.generation_cache", "SmolVLM generation: cache vs the no-cache workaround"),
-    "P3": ("vqa_r1.bench.judge_concurrency", "judge: concurrency 16 vs 1 at 100 ms latency"),
-    "P4": ("vqa_r1.bench.trainer_overhead", "GRPO step: our grpo vs a bare TRL script"),
-    "P5": ("vqa_r1.bench.requeue_restart", "requeue: restart to first step vs a cold start"),
-    "P6": ("vqa_r1.bench.pipeline_times", "the demo's stages and the test suite, timed"),
+    "P2": ("benchmarks.generation_cache", "SmolVLM generation: cache vs the no-cache workaround"),
+    "P3": ("benchmarks.judge_concurrency", "judge: concurrency 16 vs 1 at 100 ms latency"),
+    "P4": ("benchmarks.trainer_overhead", "GRPO step: our grpo vs a bare TRL script"),
+    "P5": ("benchmarks.requeue_restart", "requeue: restart to first step vs a cold start"),
+    "P6": ("benchmarks.pipeline_times", "the demo's stages and the test suite, timed"),
     "P7": (
-        "vqa_r1.bench.vision_backward",
+        "benchmarks.vision_backward",
         "GRPO step with checkpointing: language-only input hooks vs the library's (vision too)",
     ),
 }

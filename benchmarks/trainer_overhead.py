@@ -25,7 +25,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from vqa_r1.bench import Result, Timing, side_by_side
+from benchmarks import Result, Timing, side_by_side
 from vqa_r1.config import RunConfig
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.models.loading import load_model

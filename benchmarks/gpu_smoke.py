@@ -163,7 +163,7 @@ def smoke(out: str | Path, device: str = "cuda") -> tuple[list[Stage], Path]:
     """Run every stage into ``out``; returns the stages and the report's path."""
     import importlib.util
 
-    from vqa_r1.bench.trainer_overhead import StepClock
+    from benchmarks.trainer_overhead import StepClock
     from vqa_r1.eval.evaluate import evaluate
     from vqa_r1.recipes import load_config
     from vqa_r1.train.merge import merge_adapter

@@ -32,8 +32,8 @@ from unittest import mock
 
 from transformers import TrainerCallback
 
-from vqa_r1.bench import Result, Timing, side_by_side
-from vqa_r1.bench.trainer_overhead import StepClock, StepRun
+from benchmarks import Result, Timing, side_by_side
+from benchmarks.trainer_overhead import StepClock, StepRun
 from vqa_r1.config import RunConfig
 from vqa_r1.models.adapters import get_adapter
 from vqa_r1.models.registry import get_spec

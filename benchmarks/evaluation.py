@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.bench import Result, Timing, side_by_side
+from benchmarks import REPO, Result, Timing, side_by_side
 
 MODEL = "tiny-qwen2.5-vl-pretrained"  # the demo's model, its recipe qwen2_5_vl/tiny-pretrained_*
 IMAGE_TOKENS = 256  # merged 28 x 28 patches per image: 448 x 448 pixels
@@ -254,8 +254,9 @@ def measure_startup(size: Size, adapter: Path, cache: str | None = None) -> dict
     env = dict(os.environ)
     if cache:
         env["VQA_R1_CACHE"] = cache
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     spec = json.dumps({"overrides": overrides(size), "adapter": str(adapter)})
-    code = "from vqa_r1.bench.evaluation import startup_probe; startup_probe()"
+    code = "from benchmarks.evaluation import startup_probe; startup_probe()"
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", code, spec], env=env, capture_output=True, text=True, timeout=600
