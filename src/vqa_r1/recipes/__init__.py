@@ -152,7 +152,7 @@ def recipe_layers(verb: str, model: str, recipe: str | None = None) -> list[Laye
     NAME``'s instead), then a ``--recipe FILE``."""
     get_spec(model)
     own = recipe_name(verb, model)
-    if recipe is None:
+    if not recipe:
         return named_layers(own)
     if _is_file_recipe(recipe):
         return named_layers(own) + file_layers(recipe, recipe_verb(verb), label=str(recipe))
@@ -160,8 +160,8 @@ def recipe_layers(verb: str, model: str, recipe: str | None = None) -> list[Laye
 
 
 def config_from_recipe(name: str) -> RunConfig:
-    """A named recipe's settings on the dataclass defaults, without a model or verb checks (the
-    demo's data, the held-out guard)."""
+    """A named recipe's settings on the dataclass defaults, for no model and unchecked (the demo's
+    data, the held-out guard)."""
     layers = named_layers(name)
     config = RunConfig()
     for layer in layers:
