@@ -13,7 +13,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.experiments import plan_experiment
 from vqa_r1.experiments.builder import split_overrides
 from vqa_r1.experiments.spec import list_specs, load_spec
-from vqa_r1.launch.chain import Step, order
+from vqa_r1.launch.graph import Step, order
 from vqa_r1.launch.plan import JobOptions
 from vqa_r1.metrics import trend_test, two_proportion_p, two_sided
 from vqa_r1.report.experiment import build_report, build_table
@@ -352,10 +352,9 @@ def test_a_damaged_experiment_json_is_named_by_every_command(tmp_path, capsys):
 
 def _launched(b) -> None:
     """Record a plan as a launch does (experiment.json with its steps), without running them."""
-    from vqa_r1.experiments import header
-    from vqa_r1.launch.chain import write_chain_file
+    from vqa_r1.experiments import declare
 
-    write_chain_file(b.root / "experiment.json", header(b), b.steps, "local", "the first command")
+    declare(b)
 
 
 def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, capsys):

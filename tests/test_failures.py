@@ -134,14 +134,14 @@ def test_any_running_state_names_its_process(tmp_path):
 
 
 def test_a_chain_step_recorded_running_shows_how_its_run_ended(tmp_path):
-    """A local pipeline killed with its step: pipeline.json keeps RUNNING, the run knows better."""
+    """A local pipeline killed with its step: launch.json keeps RUNNING, the run knows better."""
     run = tmp_path / "sft"
     run.mkdir()
     (run / "config.yaml").write_text("verb: sft\n")
     RunDir(run).update_status(state="INTERRUPTED", reason="interrupted by SIGTERM")
     monitor.record_job(run, "1", "local", run / "jobs", "slurm/launch.py pipeline ...")
     steps = [{"name": "sft", "run_dir": str(run), "job_id": "1", "state": "RUNNING"}]
-    (tmp_path / "pipeline.json").write_text(json.dumps({"steps": steps}))
+    (tmp_path / "launch.json").write_text(json.dumps({"kind": "pipeline", "steps": steps}))
     report = monitor.status_report(str(tmp_path))
     assert "pipeline STOPPED: step sft ended INTERRUPTED" in report, report
 

@@ -140,12 +140,12 @@ def test_a_gpu_job_fails_before_training_on_the_cpu(tmp_path):
 
 
 def test_each_job_knows_the_gpus_it_asked_for(tmp_path):
-    from vqa_r1.launch.plan import JobOptions, RunSpec, run_request
+    from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
 
     spec = RunSpec("grpo", "qwen2.5-vl-3b", output_dir=str(tmp_path / "run"))
-    request, _, _ = run_request(spec, JobOptions(gpus=2, dry_run=True))
+    request, _, _ = Planner(JobOptions(gpus=2, dry_run=True)).run_request(spec)
     assert request.task.gpus == 2 and request.task.uses_cuda
-    request, _, _ = run_request(spec, JobOptions(gpus=0, dry_run=True))
+    request, _, _ = Planner(JobOptions(gpus=0, dry_run=True)).run_request(spec)
     assert request.task.gpus == 0
 
 

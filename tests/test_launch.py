@@ -374,11 +374,11 @@ def test_degenerate_settings_are_refused_before_anything_is_written(tmp_path, fl
 def test_time_limits_a_local_job_too(tmp_path, monkeypatch):
     """--time is the local executor's limit as well (it was always 60 minutes, silently)."""
     from vqa_r1.launch import submit as submit_module
-    from vqa_r1.launch.plan import JobOptions, RunSpec, run_request
+    from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
 
     job = JobOptions(executor="local", time="00:03:00")
     spec = RunSpec("sft", "tiny-qwen2.5-vl", None, [], str(tmp_path / "run"))
-    request, run_dir, _ = run_request(spec, job)
+    request, run_dir, _ = Planner(job).run_request(spec)
     seen = {}
 
     class Executor:

@@ -81,7 +81,7 @@ def sweep(tmp_path: Path, elements: dict[str, tuple[str, str]]) -> Path:
         run.mkdir(parents=True)
         monitor.record_job(run, job_id, executor, run / "jobs", "slurm/launch.py sft")
         entries.append({"name": name, "run_dir": str(run), "job_id": job_id})
-    (root / "sweep.json").write_text(json.dumps({"elements": entries}))
+    (root / "launch.json").write_text(json.dumps({"kind": "sweep", "steps": entries}))
     return root
 
 

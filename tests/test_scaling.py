@@ -21,7 +21,7 @@ import submitit
 import yaml
 
 from vqa_r1.cli.launch import main
-from vqa_r1.launch import distributed, plan
+from vqa_r1.launch import distributed
 from vqa_r1.launch.distributed import (
     SERVER_GPUS_ENV,
     check_grpo_batch,
@@ -42,7 +42,6 @@ def dry(tmp_path, monkeypatch, capsys):
     # a SLURM executor renders its script without srun on PATH (tests/test_sbatch_preview.py)
     monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 2))
     monkeypatch.setattr(distributed, "cached_hub_path", lambda hub_id: None)
-    monkeypatch.setattr(plan, "_NOTED", set())  # every run says its notes
 
     def run(*args: str, cached: str | None = None):
         if cached:
@@ -460,5 +459,5 @@ def test_the_7b_grpo_recipe_shards_with_zero3(dry):
     assert code == 0, err
     assert config["train"]["deepspeed"] == "zero3"
     assert sbatch(script, "ntasks-per-node") == "2" and sbatch(script, "mem") == "128GB"
-    recipe = Path(distributed.__file__).parents[1] / "recipes" / "qwen2_5_vl" / "7b_grpo.yaml"
+    recipe = Path(distributed.__file__).parents[1] / "recipes" / "qwen2_5_vl" / "7b.yaml"
     assert "ZeRO-3" in recipe.read_text() and "for memory" not in recipe.read_text()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -150,14 +152,16 @@ def test_local_sweep_runs_elements_one_after_another(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "sweep: all 2 elements finished" in out.stdout
+    assert "sweep completed: 2 of 2 steps" in out.stdout
     for seed in (1, 2):
         run = root / f"train.seed={seed}"
         assert (run / "final" / "adapter_config.json").exists()
         assert f"seed: {seed}" in (run / "config.yaml").read_text()
         assert json.loads((run / "jobs.json").read_text())["jobs"][0]["executor"] == "local"
-    sweep = json.loads((root / "sweep.json").read_text())
-    assert [e["name"] for e in sweep["elements"]] == ["train.seed=1", "train.seed=2"]
+    sweep = json.loads((root / "launch.json").read_text())
+    assert sweep["kind"] == "sweep" and sweep["keys"] == {"train.seed": ["1", "2"]}
+    assert [e["name"] for e in sweep["steps"]] == ["train.seed=1", "train.seed=2"]
+    assert [e["state"] for e in sweep["steps"]] == ["COMPLETED", "COMPLETED"]
     status = launch("status", str(root))
     assert status.returncode == 0 and status.stdout.count("COMPLETED") >= 2, status.stdout
 
@@ -192,27 +196,27 @@ def test_step_prefixed_overrides_apply_to_one_step():
 
 
 def plan(tmp_path: Path, steps: str, *overrides: str):
-    """The plan the launcher makes for `pipeline --model tiny-qwen2.5-vl --steps STEPS --set ...`."""
-    from vqa_r1.launch.pipeline import plan_pipeline
+    """The steps the launcher resolves for `pipeline --model tiny-qwen2.5-vl --steps STEPS ...`."""
+    from vqa_r1.launch.pipeline import resolve_steps
 
-    return plan_pipeline("tiny-qwen2.5-vl", steps, list(overrides), str(tmp_path / "p"))
+    return resolve_steps("tiny-qwen2.5-vl", steps, list(overrides), tmp_path / "p")
 
 
 def test_pipeline_plan_wires_merge_into_grpo_and_evaluate(tmp_path):
     planned = plan(tmp_path, "sft,merge,grpo,evaluate", "train.seed=7")
-    sft, merge, grpo, evaluate = planned.steps
+    sft, merge, grpo, evaluate = planned
     root = tmp_path / "p"
-    assert [s.after for s in planned.steps] == [None, "sft", "merge", "grpo"]
+    assert [s.after for s in planned] == [None, "sft", "merge", "grpo"]
     assert merge.adapter == str(root / "sft") and merge.config.verb == "merge"
     assert grpo.config.model.path == str(root / "merge" / "merged")
     assert grpo.config.init_adapter is None  # a fresh LoRA on the merged model
     assert evaluate.config.model.path == str(root / "merge" / "merged")
     assert evaluate.adapter == str(root / "grpo")
-    assert all(s.config.train.seed == 7 for s in planned.steps)
+    assert all(s.config.train.seed == 7 for s in planned)
 
 
 def test_pipeline_without_merge_continues_the_sft_adapter(tmp_path):
-    sft, grpo, evaluate = plan(tmp_path, "sft,grpo,evaluate").steps
+    sft, grpo, evaluate = plan(tmp_path, "sft,grpo,evaluate")
     assert grpo.config.init_adapter == str(tmp_path / "p" / "sft" / "final")
     assert grpo.config.model.path is None and evaluate.adapter == str(tmp_path / "p" / "grpo")
 
@@ -268,10 +272,56 @@ def test_local_pipeline_stops_at_the_first_failure(tmp_path):
     assert "pipeline stopped: step sft failed" in out.stdout
     assert "sft FAILED: " in out.stdout and "log: " in out.stdout
     assert "not run: grpo, evaluate" in out.stdout
-    steps = json.loads((root / "pipeline.json").read_text())["steps"]
+    steps = json.loads((root / "launch.json").read_text())["steps"]
     assert [s["state"] for s in steps] == ["FAILED", "NOT RUN", "NOT RUN"]
     status = launch("status", str(root))
     assert "pipeline STOPPED: step sft ended FAILED" in status.stdout, status.stdout
+
+
+def read_steps(root: Path) -> dict[str, str | None]:
+    """Step name -> state, as the launch recorded them in launch.json (empty until written)."""
+    try:
+        return {
+            s["name"]: s["state"] for s in json.loads((root / "launch.json").read_text())["steps"]
+        }
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+@pytest.mark.slow
+def test_a_local_pipeline_relaunched_after_its_first_step_skips_it(tmp_path):
+    """Ctrl-C while evaluate runs, after sft finished: the same command again runs evaluate only
+    (sft's job record, adapter and status untouched) and the pipeline completes."""
+    root = tmp_path / "p"
+    args = [
+        "pipeline", *TINY, "--executor", "local", "--steps", "sft,evaluate",
+        "--set", "train.max_steps=2", "--set", "evaluate:eval.limit=64", "--output-dir", str(root),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
+    first = subprocess.Popen(
+        [*LAUNCH, *args], cwd=REPO, env=env, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while read_steps(root) != {"sft": "COMPLETED", "evaluate": "RUNNING"}:
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, read_steps(root)
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGINT)  # Ctrl-C in the terminal: the launcher and its job
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 130, out + err
+    assert read_steps(root) == {"sft": "COMPLETED", "evaluate": "INTERRUPTED"}
+    adapter = root / "sft" / "final" / "adapter_model.safetensors"
+    sft_record = (root / "sft" / "jobs.json").read_text(), adapter.stat().st_mtime_ns
+
+    again = launch(*args, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "[1/1] evaluate: local job" in again.stdout and "sft: local job" not in again.stdout
+    assert read_steps(root) == {"sft": "DONE EARLIER", "evaluate": "COMPLETED"}
+    assert ((root / "sft" / "jobs.json").read_text(), adapter.stat().st_mtime_ns) == sft_record
+    scores = json.loads((root / "evaluate" / "scores.json").read_text())
+    assert scores["n"] == 64 and scores["adapter"] == str(root / "sft" / "final")
+    assert "pipeline COMPLETED" in launch("status", str(root)).stdout
 
 
 def test_a_pipeline_on_a_folder_that_is_no_dataset_is_refused_before_it_runs(tmp_path):
@@ -284,7 +334,7 @@ def test_a_pipeline_on_a_folder_that_is_no_dataset_is_refused_before_it_runs(tmp
     )  # fmt: skip
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"{empty}: holds no dataset this suite can read" in out.stderr
-    assert not (root / "pipeline.json").exists()
+    assert not (root / "launch.json").exists() and not root.exists()
 
 
 # ------------------------------------------------------------------------------- monitor
@@ -327,12 +377,16 @@ def write_run(run: Path, job_id: str, status: dict | None = None) -> None:
 
 def test_a_stopped_chain_names_the_failed_step_and_the_steps_that_never_ran(tmp_path, monkeypatch):
     steps = []
+    after: list[str] = []
     for name, job_id in (("sft", "42"), ("grpo", "43"), ("evaluate", "44")):
         write_run(
             tmp_path / name, job_id, {"state": "RUNNING", "starts": 1} if name == "sft" else None
         )
-        steps.append({"name": name, "run_dir": str(tmp_path / name), "job_id": job_id})
-    (tmp_path / "pipeline.json").write_text(json.dumps({"steps": steps}))
+        steps.append(
+            {"name": name, "run_dir": str(tmp_path / name), "job_id": job_id, "after": after}
+        )
+        after = [name]
+    (tmp_path / "launch.json").write_text(json.dumps({"kind": "pipeline", "steps": steps}))
     sacct = SACCT + "44|CANCELLED by 0|00:00:00|None assigned|0:0|None\n"
     monkeypatch.setattr(monitor, "query_sacct", lambda ids: monitor.parse_sacct(sacct))
     monkeypatch.setattr(monitor, "scontrol_show", lambda job_id: "")
@@ -361,7 +415,7 @@ def test_logs_tail_the_submitit_log_of_the_recorded_job(tmp_path):
 
 
 def test_unknown_targets_are_clear_errors(tmp_path, monkeypatch):
-    with pytest.raises(UserError, match="not a run directory, sweep or pipeline folder"):
+    with pytest.raises(UserError, match="not a launch folder or run directory"):
         monitor.resolve_target(str(tmp_path))
     with pytest.raises(UserError, match="no such run directory, and not a job id"):
         monitor.resolve_target(str(tmp_path / "nothing-here"))
@@ -369,4 +423,4 @@ def test_unknown_targets_are_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="unknown job id 999999: sacct has no record of it"):
         monitor.resolve_target("999999")
     out = launch("status", str(tmp_path))
-    assert out.returncode == 2 and "not a run directory" in out.stderr
+    assert out.returncode == 2 and "not a launch folder or run directory" in out.stderr

@@ -1,7 +1,8 @@
 """Sweeps, chains and status/logs/cancel against the local SLURM, through `slurm/launch.py`.
 
 Everything is submitted at once by one module fixture (a 3-seed sweep, a chain sft -> grpo ->
-evaluate, a chain sft -> merge -> grpo -> evaluate, and a chain whose first job fails), so the
+evaluate, a chain sft -> merge -> grpo -> evaluate, a chain whose first job fails, and a chain
+sft -> evaluate whose evaluate job is held so that it is re-launched after its sft finished), so the
 2-CPU cluster stays busy and each test only waits for its part. The failing chain's sft step points
 at a model folder that exists at submission (the login node cannot tell it is empty) and fails in
 the job, as a scratch purge would break a queued job. (A bad dataset is refused before submission.)
@@ -79,7 +80,11 @@ def prebuild_shared_inputs() -> None:
 def submitted(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("sweep_chain")
     prebuild_shared_inputs()
-    paths = {name: root / name for name in ("sweep", "chain", "merged", "broken")}
+    paths = {name: root / name for name in ("sweep", "chain", "merged", "broken", "relaunch")}
+    launched(*RELAUNCH, "--output-dir", str(paths["relaunch"]))
+    # held before its sft ends (3 steps), so the test re-launches while it is still queued
+    held = step_jobs(paths["relaunch"])["evaluate"]
+    subprocess.run(["scontrol", "hold", held], check=True, capture_output=True, timeout=30)
     launched(
         "sft", *JOB, *SHORT, "--sweep", "train.seed=1,2,3", "--output-dir", str(paths["sweep"])
     )
@@ -121,6 +126,43 @@ def submitted(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> 
     return paths
 
 
+def step_jobs(root: Path) -> dict[str, str | None]:
+    """Step name -> job id, as the launch recorded them in launch.json."""
+    steps = json.loads((root / "launch.json").read_text())["steps"]
+    return {s["name"]: s["job_id"] for s in steps}
+
+
+RELAUNCH = ("pipeline", *JOB, "--steps", "sft,evaluate", *SHORT, "--set", "evaluate:eval.limit=8")
+
+
+def test_a_pipeline_relaunched_after_its_first_step_skips_it(submitted):
+    """Re-launched while its evaluate job is queued: sft is skipped and the queued job kept;
+    re-launched after that job was cancelled: sft is skipped again and evaluate submitted anew."""
+    root = submitted["relaunch"]
+    first = step_jobs(root)
+    wait_until(
+        lambda: states(root)[0] == "COMPLETED",
+        300,
+        lambda: f"sft to complete; `status` says:\n{launch('status', str(root)).stdout}",
+    )
+    out = launched(*RELAUNCH, "--output-dir", str(root))
+    assert "DONE EARLIER" in out and "(from the previous launch)" in out, out
+    assert step_jobs(root) == {"sft": None, "evaluate": first["evaluate"]}  # nothing resubmitted
+    subprocess.run(["scancel", first["evaluate"]], check=True, capture_output=True, timeout=30)
+    from vqa_r1.launch.graph import queued_states
+
+    wait_until(lambda: first["evaluate"] not in queued_states(), 60, lambda: "scancel to end it")
+    out = launched(*RELAUNCH, "--output-dir", str(root))
+    again = step_jobs(root)
+    assert again["sft"] is None and again["evaluate"] not in (None, first["evaluate"]), out
+    wait_for(root, 240)
+    assert states(root) == ["COMPLETED", "COMPLETED"], launched("status", root)
+    assert [j["job_id"] for j in json.loads((root / "sft" / "jobs.json").read_text())["jobs"]] == [
+        first["sft"]
+    ]  # sft ran once, in the first launch's job
+    assert json.loads((root / "evaluate" / "scores.json").read_text())["n"] == 8
+
+
 def test_a_chain_whose_first_job_fails_stops_with_a_clear_status(submitted):
     broken = submitted["broken"]
     wait_for(broken, 240)
@@ -141,7 +183,7 @@ def test_a_chain_whose_first_job_fails_stops_with_a_clear_status(submitted):
 def test_a_sweep_over_three_seeds_runs_as_one_array(submitted):
     sweep = submitted["sweep"]
     wait_for(sweep, 300)
-    array_id = json.loads((sweep / "sweep.json").read_text())["array_job_id"]
+    array_id = json.loads((sweep / "launch.json").read_text())["array_job_id"]
     rows = sacct_history(array_id)
     assert sorted(r["JobID"] for r in rows) == [f"{array_id}_{i}" for i in range(3)]
     assert {r["State"] for r in rows} == {"COMPLETED"}, rows
@@ -170,7 +212,8 @@ def test_a_chain_runs_sft_then_grpo_then_evaluate(submitted):
     assert scores["n"] == 16 and scores["adapter"] == str(chain / "grpo" / "final")
     grpo_config = (chain / "grpo" / "config.yaml").read_text()
     assert f"init_adapter: {chain / 'sft' / 'final'}" in grpo_config
-    pipeline = json.loads((chain / "pipeline.json").read_text())
+    pipeline = json.loads((chain / "launch.json").read_text())
+    assert pipeline["kind"] == "pipeline"
     assert [s["name"] for s in pipeline["steps"]] == ["sft", "grpo", "evaluate"]
     by_id = launched("status", report["jobs"][2]["job_id"])
     assert "COMPLETED" in by_id

@@ -5,8 +5,9 @@ The same verbs as `vqa-r1`, the same recipes and overrides; in addition the reso
 the resolved configuration and submits nothing.
 
 Also: `--sweep key=v1,v2` (one job array, launch/sweep.py), `pipeline` (sft -> merge -> grpo ->
-evaluate as dependent jobs, launch/pipeline.py), `merge` (train/merge.py), and `status`, `logs`,
-`cancel` on a run, sweep or pipeline folder or a job id (launch/monitor.py).
+evaluate as dependent jobs, launch/pipeline.py), `experiment` (a declared study), `merge`
+(train/merge.py), and `status`, `logs`, `cancel` on any launch folder or a job id
+(launch/monitor.py). Every launch is a graph of jobs run by one executor (launch/graph.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from vqa_r1 import output_dir
 from vqa_r1.cli import doctor as doctor_cli
 from vqa_r1.cli import pretrain as pretrain_cli
 from vqa_r1.cli.common import (
@@ -31,24 +32,14 @@ from vqa_r1.cli.common import (
     add_set_argument,
     run_spec,
 )
+from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args
 from vqa_r1.errors import UserError, unwritable_message
-from vqa_r1.judge.job import add_launch_arguments, config_from_args, server_setup_lines
+from vqa_r1.judge.job import server_setup_lines
+from vqa_r1.launch import graph
 from vqa_r1.launch import monitor as m
-from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS, run_pipeline
-from vqa_r1.launch.plan import (
-    JobOptions,
-    RunSpec,
-    doctor_request,
-    failure_reason,
-    judge_request,
-    merge_request,
-    pretrain_request,
-    run_request,
-    summarise,
-)
-from vqa_r1.launch.submit import dry_run_text, pick_executor, submit, wait_local
-from vqa_r1.launch.sweep import run_sweep
-from vqa_r1.run_dir import RunDir
+from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS, plan_pipeline
+from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
+from vqa_r1.launch.sweep import plan_sweep
 from vqa_r1.train.pretrain import config_from_overrides
 
 JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
@@ -242,25 +233,39 @@ def job_options(args: argparse.Namespace) -> JobOptions:
     )
 
 
-def build_request(args: argparse.Namespace, job: JobOptions) -> tuple:
+def build_request(args: argparse.Namespace, planner: Planner) -> tuple:
     """(request, run directory, resolved RunConfig or None) for a single job."""
     if args.verb == "judge":
         jconfig = config_from_args(args)
-        request, out = judge_request(jconfig, args.output_dir, server_setup_lines(jconfig), job)
+        request, out = planner.judge_request(jconfig, args.output_dir, server_setup_lines(jconfig))
         return request, out, None
     if args.verb == "doctor":
-        request, out = doctor_request(args.models, args.output_dir, job)
+        request, out = planner.doctor_request(args.models, args.output_dir)
         return request, out, None
     if args.verb == "pretrain":
         cfg = config_from_overrides(args.family, args.overrides)
-        request, out = pretrain_request(cfg, Path(args.out).resolve(), args.stop_after, job)
+        request, out = planner.pretrain_request(cfg, Path(args.out).resolve(), args.stop_after)
         return request, out, None
     if args.verb == "merge":
         spec = RunSpec(
             "merge", args.model, args.recipe, list(args.overrides), args.output_dir, args.adapter
         )
-        return merge_request(spec, job)
-    return run_request(run_spec(args, args.verb), job)
+        return planner.merge_request(spec)
+    return planner.run_request(run_spec(args, args.verb))
+
+
+def plan_launch(args: argparse.Namespace, planner: Planner) -> tuple[graph.Graph, Any]:
+    """The launch as a graph of checked steps (and a single job's resolved config, or None)."""
+    if args.verb == "pipeline":
+        overrides = list(args.overrides)
+        if args.dataset:
+            overrides.append(f"data.dataset={args.dataset}")
+        return plan_pipeline(args.model, args.steps, overrides, args.output_dir, planner), None
+    if getattr(args, "sweep", None):
+        spec = run_spec(args, args.verb)
+        return plan_sweep(spec, planner, args.sweep, args.parallel), None
+    request, run_dir, config = build_request(args, planner)
+    return graph.Graph("run", run_dir, [graph.Step(args.verb, run_dir, request)]), config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,57 +282,17 @@ def main(argv: list[str] | None = None) -> int:
             return run_experiment(
                 args.name, args.model, list(args.overrides), args.output_dir, job, command
             )
-        if args.verb == "pipeline":
-            overrides = list(args.overrides)
-            if args.dataset:
-                overrides.append(f"data.dataset={args.dataset}")
-            return run_pipeline(args.model, args.steps, overrides, args.output_dir, job, command)
-        if getattr(args, "sweep", None):
-            return run_sweep(run_spec(args, args.verb), job, args.sweep, args.parallel, command)
-        request, run_dir, config = build_request(args, job)
+        g, config = plan_launch(args, Planner(job))
         if job.dry_run:
-            if job.overwrite and run_dir.is_dir() and any(run_dir.iterdir()):
-                print(f"note: --overwrite: {run_dir} will be moved aside to {run_dir.name}.old-"
-                      "<time> on submission (nothing is deleted)", file=sys.stderr)  # fmt: skip
-            print(dry_run_text(request))
-            if config is not None:
-                print("# ---- resolved configuration (written to the run directory on submit) ----")
-                print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
-            return 0
-        if request.folder_state == output_dir.COMPLETE:
-            print(
-                f"{args.verb}: {run_dir} is complete with these settings: nothing submitted "
-                "(--overwrite, or a new --output-dir, to run it again)"
-            )
-            return 0
-        holder = output_dir.lock_holder(run_dir)
-        if holder is not None:  # its job would be refused at start, after the queue wait
-            raise output_dir.FolderRefused(
-                f"{run_dir} is being written by {output_dir.describe(holder)}; wait for it to "
-                "end, or use another --output-dir"
-            )
-        kind = pick_executor(job.executor)
-        launched = submit(request, run_dir / "jobs")
-        record = m.record_job(run_dir, str(launched.job_id), kind, run_dir / "jobs", command)
-        print(f"submitted {args.verb} as {kind} job {launched.job_id}; run directory {run_dir}")
-        if args.verb == "doctor" and not job.no_wait:
-            return doctor_result(launched, m.log_path(record, stderr=True))
-        if kind == "local" and not job.no_wait:
-            try:
-                result = wait_local(launched)
-            except KeyboardInterrupt:  # the job got the Ctrl-C too, and records how it ended
-                print(f"interrupted: see python slurm/launch.py status {run_dir}", file=sys.stderr)
-                return 130
-            except Exception as err:  # the job's traceback is in its log: one line here
-                log = m.log_path(record, stderr=True)
-                reason = RunDir(run_dir).failure() or failure_reason(err)  # the job's account first
-                print(f"error: {args.verb} failed: {reason}; log: {log}", file=sys.stderr)
-                return 1
-            if isinstance(result, dict) and result.get("state") == "INTERRUPTED":
-                print(f"{args.verb} interrupted: {result.get('reason')}", file=sys.stderr)
-                return 130
-            print(f"{args.verb} finished: {summarise(result)}")
-        return 0
+            return print_dry_run(g, config, job)
+        if args.verb == "doctor":
+            outcome = graph.launch(g, command, no_wait=True)
+            record = m.read_jobs(g.root)[-1] if outcome.jobs else None
+            if outcome.jobs and not job.no_wait:
+                job_ = outcome.jobs["doctor"]
+                return doctor_result(job_, m.log_path(record, stderr=True))
+            return outcome.code
+        return graph.launch(g, command, no_wait=job.no_wait).code
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -338,13 +303,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def print_dry_run(g: graph.Graph, config: Any, job: JobOptions) -> int:
+    """The job scripts, and a single job's resolved configuration; nothing is written."""
+    if job.overwrite and g.root.is_dir() and any(g.root.iterdir()):
+        print(f"note: --overwrite: {g.root} will be moved aside to {g.root.name}.old-<time> on "
+              "submission (nothing is deleted)", file=sys.stderr)  # fmt: skip
+    print(graph.dry_run(g), end="")
+    if config is not None:
+        print("# ---- resolved configuration (written to the run directory on submit) ----")
+        print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+    return 0
+
+
 def doctor_result(launched, log: Path) -> int:
     """Wait for the doctor job (a minute once it starts), print its report, return its status."""
     print("waiting for the doctor job (Ctrl-C leaves it running; its report: doctor.txt)")
     try:
         result = launched.result()
     except Exception as err:
-        print(f"error: doctor failed: {failure_reason(err)}; log: {log}", file=sys.stderr)
+        print(f"error: doctor failed: {graph.failure_reason(err)}; log: {log}", file=sys.stderr)
         return 1
     print(result["report"])
     return int(result["exit_code"])

@@ -3,9 +3,10 @@
 ``python slurm/launch.py experiment NAME --model MODEL`` reads ``specs/NAME.yaml``, plans every
 run, evaluation and dataset of the study with the model's own recipes (builder.py and one planner
 per kind), prepares the datasets on the login node, and submits the steps as jobs that wait for
-the steps they need (launch/chain.py), the last one writing the tables and plots
-(report/experiment.py). ``experiment.json`` in the experiment folder records the design, the
-steps and their jobs; re-launching the same command skips what is complete.
+the steps they need (a graph, launch/graph.py), the last one writing the tables and plots
+(report/experiment.py). ``experiment.json`` in the experiment folder declares the design, the
+steps and the tables; ``launch.json`` beside it records the jobs. Re-launching the same command
+skips what is complete.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from vqa_r1.errors import UserError
 from vqa_r1.experiments import drivingvqa, prompt_tuning, sim2real, text_bias
 from vqa_r1.experiments.builder import Builder, split_overrides
 from vqa_r1.experiments.spec import list_specs, load_spec
-from vqa_r1.launch import chain
+from vqa_r1.io import atomic_write_json
+from vqa_r1.launch import graph
 from vqa_r1.launch.plan import JobOptions
 from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
 from vqa_r1.typed_config import to_dict
@@ -83,13 +85,26 @@ def describe(b: Builder) -> list[str]:
         f"# {len(b.steps)} steps, {len(b.steps) - len(todo)} complete from an earlier launch",
     ]
     lines += [f"# data: {note}" for note in b.notes]
-    for step in chain.order(b.steps):
+    for step in graph.order(b.steps):
         after = f" after {', '.join(step.after)}" if step.after and step.name != "tables" else ""
         if step.name == "tables":
             after = " after all other steps (afterany)"
         state = " [complete: skipped]" if step.done else ""
         lines.append(f"#   {step.name} ({step.info.get('verb')}){after}{state}")
     return lines
+
+
+def declare(b: Builder) -> None:
+    """``experiment.json``: the design, each step's run directory, labels and settings, and the
+    tables (what ``vqa-r1 tables`` and a re-launch read)."""
+    steps = [
+        {"name": s.name, "run_dir": str(s.run_dir), "after": s.after, **s.info} for s in b.steps
+    ]
+    atomic_write_json(b.root / EXPERIMENT_FILE, {**header(b), "steps": steps})
+
+
+def experiment_graph(b: Builder) -> graph.Graph:
+    return graph.Graph("experiment", b.root, b.steps, lines=describe(b), header={"model": b.model})
 
 
 def run_experiment(
@@ -99,23 +114,17 @@ def run_experiment(
     output_dir: str | None,
     job: JobOptions,
     command: str,
+    no_wait: bool = False,
 ) -> int:
     b = plan_experiment(name, model, overrides, output_dir, job)
+    g = experiment_graph(b)
     if job.dry_run:
-        print(chain.dry_run(b.steps, describe(b)), end="")
+        print(graph.dry_run(g), end="")
         return 0
-    print("\n".join(describe(b)), flush=True)
+    print("\n".join(g.lines), flush=True)
     with folders.FolderLock(b.root, "experiment"):  # one launch at a time writes it
-        kind, failed = chain.launch(
-            b.steps, b.root / EXPERIMENT_FILE, header(b), job.executor, command
-        )
-    if kind == "slurm":
-        print(f"submitted experiment {b.name}; folder {b.root}")
-        for step in b.steps:
-            print(f"  {step.name:<28} {step.state or '':<22} job {step.job_id or '-'}")
-        return 0
-    if failed:
-        print(f"experiment {b.name}: failed steps {', '.join(failed)}; folder {b.root}")
-        return 1
-    print(f"experiment {b.name} completed; tables and plots in {b.root}")
-    return 0
+        declare(b)
+        outcome = graph.launch(g, command, no_wait)
+    if outcome.executor == "local" and outcome.code == 0:
+        print(f"experiment {b.name} completed; tables and plots in {b.root}")
+    return outcome.code

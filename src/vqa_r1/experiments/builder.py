@@ -17,14 +17,13 @@ from typing import Any
 
 from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
-from vqa_r1.launch.chain import Step
+from vqa_r1.launch.graph import Step
 from vqa_r1.launch.plan import (
     OFFLINE_SETUP,
     JobOptions,
-    check_model_available,
+    Planner,
     claimer,
     folder_check,
-    request_for_config,
     route_overrides,
 )
 from vqa_r1.launch.submit import LaunchRequest, Resources
@@ -66,10 +65,15 @@ class Builder:
     overrides: dict[str, list[str]]
     # each step's settings as the previous launch recorded them in experiment.json
     previous: dict[str, dict] = field(default_factory=dict)
+    planner: Planner | None = None  # the launch's (made from ``job`` when not given)
     steps: list[Step] = field(default_factory=list)
     prep: list[DataPrep] = field(default_factory=list)
     tables: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was (or would be) prepared
+
+    def __post_init__(self) -> None:
+        if self.planner is None:
+            self.planner = Planner(self.job)
 
     # ------------------------------------------------------------------------- data
     def source_dataset(self) -> str:
@@ -179,8 +183,8 @@ class Builder:
         self.check_relaunch(name, settings)
         if (run_dir / "config.yaml").exists():  # finished or not: its results are these settings'
             check_same_config(run_dir, config)
-        request = request_for_config(
-            self.job, verb, config, run_dir, adapter, check_data=not self.job.dry_run
+        request = self.planner.request_for_config(
+            verb, config, run_dir, adapter, check_data=not self.job.dry_run
         )
         request.job_name = f"vqa-r1-{self.name}-{verb}"
         step = Step(name, run_dir, request, list(after), done=done)
@@ -264,7 +268,7 @@ class Builder:
         if self.spec.dataset != "synthetic":
             items.append(f"data.dataset={self.source_dataset()}")
         config = config_from_overrides(items)
-        check_model_available(self.config("sft"), submitting=not self.job.dry_run)
+        self.planner.check_model_available(self.config("sft"))
         run_dir = self.root / name
         verb = "prompt_base" if base else "prompt_tune"
         settings = step_settings(to_dict(config))

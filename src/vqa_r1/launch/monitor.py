@@ -1,9 +1,11 @@
-"""`status`, `logs` and `cancel` for submitted runs, sweeps and pipelines.
+"""`status`, `logs` and `cancel` for every kind of launch: a run, sweep, pipeline or experiment.
 
-The launcher records every job it submits in the run directory (`jobs.json`: job id, array index,
-submit time, executor, command, log folder), so a run directory is enough to find its jobs again
-days later. A pipeline (`pipeline.json`) or sweep (`sweep.json`) folder shows one line per step or
-element, so a stopped chain says which step failed and which never ran.
+Every launch keeps one state file in its folder, `launch.json` (launch/graph.py: its kind, and per
+step the run directory, dependencies, job id and state), and the launcher records every job it
+submits in the step's run directory (`jobs.json`: job id, array index, submit time, executor,
+command, log folder), so a folder is enough to find its jobs again days later. A folder of several
+steps shows one line per step and one verdict, so a stopped graph says which step failed and which
+never ran because of it.
 
 submitit does what it offers for a job another process submitted: `submitit.SlurmJob` and
 `submitit.LocalJob`, built from the log folder and job id, name the logs and scancel, and
@@ -21,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +36,7 @@ from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment  # steps a
 from vqa_r1.run_dir import process_alive
 
 JOBS_FILE = "jobs.json"
-PIPELINE_FILE = "pipeline.json"
-SWEEP_FILE = "sweep.json"
+STATE_FILE = "launch.json"
 SACCT_FIELDS = ("JobID", "State", "Elapsed", "NodeList", "ExitCode", "Start")
 FINAL_STATES = {
     "COMPLETED",
@@ -163,39 +164,50 @@ class Entry:
     label: str
     run_dir: Path | None
     job: dict | None  # a jobs.json record (job_id, executor, log_dir, ...)
-    recorded_state: str | None = None  # a local pipeline's own record of the step
+    recorded_state: str | None = None  # a local launch's own record of the step
+    after: list[str] = field(default_factory=list)  # the steps it waits for
 
 
 def resolve_target(target: str) -> tuple[str, list[Entry]]:
-    """A run, sweep or pipeline folder, or a job id -> (kind, entries)."""
+    """A launch folder or run directory, or a job id -> (kind, entries)."""
     path = Path(target)
     if path.is_dir():
-        chain = next(
-            (path / f for f in (PIPELINE_FILE, EXPERIMENT_FILE) if (path / f).exists()), None
-        )
-        if chain is not None:
-            if chain.name == EXPERIMENT_FILE:  # a damaged one is an error naming it
-                steps = read_experiment(path).get("steps", [])
-            else:
-                steps = json.loads(chain.read_text())["steps"]
-            entries = [_entry(s["name"], Path(s["run_dir"]), s.get("job_id")) for s in steps]
-            for entry, step in zip(entries, steps, strict=True):
+        steps = launch_steps(path)
+        if steps is not None:
+            kind, rows = steps
+            if kind == "run":
+                return "run", [_entry(path.resolve().name, path, None)]
+            entries = [_entry(s["name"], Path(s["run_dir"]), s.get("job_id")) for s in rows]
+            for entry, step in zip(entries, rows, strict=True):
                 entry.recorded_state = step.get("state")
-            return ("pipeline" if chain.name == PIPELINE_FILE else "experiment"), entries
-        if (path / SWEEP_FILE).exists():
-            elements = json.loads((path / SWEEP_FILE).read_text())["elements"]
-            return "sweep", [
-                _entry(e["name"], Path(e["run_dir"]), e.get("job_id")) for e in elements
-            ]
+                entry.after = [d for d in step.get("after") or [] if isinstance(d, str)]
+            return kind, entries
         if (path / JOBS_FILE).exists() or (path / "config.yaml").exists():
             return "run", [_entry(path.resolve().name, path, None)]
         raise UserError(
-            f"{target}: not a run directory, sweep or pipeline folder "
-            f"(none of config.yaml, {JOBS_FILE}, {SWEEP_FILE}, {PIPELINE_FILE} is there)"
+            f"{target}: not a launch folder or run directory (none of {STATE_FILE}, "
+            f"{EXPERIMENT_FILE}, {JOBS_FILE}, config.yaml is there)"
         )
     if JOB_ID.match(target):
         return "job", [Entry(f"job {target}", None, job_by_id(target))]
     raise UserError(f"{target}: no such run directory, and not a job id (e.g. 1234 or 1234_0)")
+
+
+def launch_steps(folder: Path) -> tuple[str, list[dict]] | None:
+    """The kind and steps a launch recorded in ``folder`` (``launch.json``; an experiment folder
+    from before it, its ``experiment.json``); None when neither is there."""
+    path = folder / STATE_FILE
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+            steps = data["steps"]
+            kind = str(data["kind"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UserError(f"{path}: damaged (not the state file a launch writes)") from None
+        return kind, [s for s in steps if isinstance(s, dict) and "name" in s]
+    if (folder / EXPERIMENT_FILE).exists():  # a damaged one is an error naming it
+        return "experiment", read_experiment(folder).get("steps", [])
+    return None
 
 
 def _entry(label: str, run_dir: Path, job_id: str | None) -> Entry:
@@ -337,44 +349,56 @@ def collect_status(entries: list[Entry]) -> list[JobStatus]:
     return [job_status(entry, rows) for entry in entries]
 
 
-def explain_graph(statuses: list[JobStatus]) -> str:
-    """One verdict for an experiment: its branches are independent, so count instead of stop."""
+def explain(kind: str, entries: list[Entry], statuses: list[JobStatus]) -> str:
+    """One verdict for a launch of several steps. A step that ended badly stops the steps that
+    need it (directly or through others): they get a note that they never ran."""
     ended = {s.label: s.state.split()[0] for s in statuses}
-    failed = [k for k, v in ended.items() if v in FINAL_STATES and v != "COMPLETED"]
-    done = sum(v == "COMPLETED" for v in ended.values())
-    rest = len(ended) - done - len(failed)
-    verdict = "COMPLETED" if done == len(ended) else ("IN PROGRESS" if rest else "ENDED")
-    text = f"experiment {verdict}: {done} of {len(ended)} steps completed"
+    needs = {e.label: e.after for e in entries}
+    bad = [k for k, v in ended.items() if v in FINAL_STATES and v != "COMPLETED"]
+    # a step cancelled because what it needs failed (kill_on_invalid_dep) is not a cause
+    failed = [k for k in bad if k not in dependents(needs, set(bad))]
+    done = sum(v in ("COMPLETED", "DONE") for v in ended.values())
     if failed:
-        text += f"; failed: {', '.join(failed)} (their dependents do not run)"
-    return text
+        first = next(s for s in statuses if s.label == failed[0])
+        stopped = dependents(needs, set(failed))
+        for status in statuses:
+            never = not status.started or status.state in ("PENDING", "UNKNOWN", "NOT SUBMITTED")
+            if status.label in stopped and never:
+                cause = next(f for f in failed if status.label in dependents(needs, {f}))
+                status.note = f"never ran: step {cause} ended {ended[cause]}"
+        later = [s.label for s in statuses if s.label in stopped]
+        more = f"; also ended badly: {', '.join(failed[1:])}" if failed[1:] else ""
+        return (
+            f"{kind} STOPPED: step {first.label} ended {ended[first.label]} (exit "
+            f"{first.exit_code or '-'}){more}; later steps not run: {', '.join(later) or 'none'}"
+            f"; {done} of {len(ended)} steps completed"
+        )
+    if done == len(ended):
+        return f"{kind} COMPLETED: {done} of {len(ended)} steps completed"
+    running = [s for s in statuses if s.state.split()[0] not in ("COMPLETED", "DONE")]
+    return (
+        f"{kind} IN PROGRESS: {done} of {len(ended)} steps completed; "
+        f"step {running[0].label} is {running[0].state}"
+    )
 
 
-def explain_chain(statuses: list[JobStatus]) -> str:
-    """One verdict for a pipeline; later steps of a failed step get a note that they never ran."""
-    for index, status in enumerate(statuses):
-        state = status.state.split()[0]
-        if state in FINAL_STATES and state != "COMPLETED":
-            later = statuses[index + 1 :]
-            for step in later:
-                if not step.started or step.state in ("PENDING", "UNKNOWN", "NOT SUBMITTED"):
-                    step.note = f"never ran: step {status.label} ended {state}"
-            names = ", ".join(s.label for s in later) or "none"
-            return (
-                f"pipeline STOPPED: step {status.label} ended {state} "
-                f"(exit {status.exit_code or '-'}); later steps not run: {names}"
-            )
-        if state != "COMPLETED":
-            return f"pipeline IN PROGRESS: step {status.label} is {status.state}"
-    return "pipeline COMPLETED: every step finished"
+def dependents(needs: dict[str, list[str]], roots: set[str]) -> set[str]:
+    """Every step that waits, directly or not, for one of ``roots``."""
+    found: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, deps in needs.items():
+            if name not in found and any(d in roots or d in found for d in deps):
+                found.add(name)
+                grew = True
+    return found
 
 
 def status_report(target: str, as_json: bool = False) -> str:
     kind, entries = resolve_target(target)
     statuses = collect_status(entries)
-    verdict = {"pipeline": explain_chain, "experiment": explain_graph}.get(kind, lambda s: "")(
-        statuses
-    )
+    verdict = explain(kind, entries, statuses) if kind not in ("run", "job") else ""
     if as_json:
         return json.dumps(
             {"kind": kind, "verdict": verdict, "jobs": [asdict(s) for s in statuses]}, indent=2

@@ -1,16 +1,18 @@
 """Turning what the user asked for into job requests, on the login node, without argparse.
 
 The command line (vqa_r1.cli.launch) fills a ``RunSpec`` (what to run) and ``JobOptions`` (where and
-how); everything here is checked before anything is queued: the resolved config (recipe, overrides,
-registries), the model's availability in the local cache, the resources against the cluster
-profile. Single jobs, sweeps (launch/sweep.py) and pipelines (launch/pipeline.py) all build their
-requests with ``request_for_config``, and all local runs go through ``run_locally``.
+how); a ``Planner`` (one per launch) turns them into checked ``LaunchRequest``s: the resolved config
+(recipe, overrides, registries), the model's availability in the local cache, the dataset's
+images, the resources against the cluster profile and the output folder, all before anything is
+queued. Every kind of launch (one job, a sweep, a pipeline, an experiment, the demo) builds its
+steps' requests here and hands them to launch/graph.py as a graph. What a launch has already
+checked and said lives in its planner, not in module state, so two launches in one process (the
+tests) do not share it.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -33,8 +35,7 @@ from vqa_r1.launch.distributed import (
     processes_per_node,
 )
 from vqa_r1.launch.doctor import constraints_file
-from vqa_r1.launch.monitor import log_path, record_job
-from vqa_r1.launch.submit import LaunchRequest, Resources, default_cluster, submit, wait_local
+from vqa_r1.launch.submit import LaunchRequest, Resources, default_cluster
 from vqa_r1.launch.task import DoctorTask, JudgeTask, PretrainTask, task_for
 from vqa_r1.models.loading import (
     cached_snapshot,
@@ -44,7 +45,7 @@ from vqa_r1.models.loading import (
 )
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
-from vqa_r1.run_dir import RunDir, resolve_adapter
+from vqa_r1.run_dir import resolve_adapter
 from vqa_r1.train.pretrain import PretrainConfig, pretrain_settings
 
 MERGE_TIME = "01:00:00"
@@ -102,74 +103,255 @@ def resolve_run(spec: RunSpec) -> tuple[RunConfig, Path]:
     return config, run_dir
 
 
-def request_for_config(
-    job: JobOptions,
-    verb: str,
-    config: RunConfig,
-    run_dir: Path,
-    adapter: str | None = None,
-    check_data: bool = True,
-) -> LaunchRequest:
-    """The job request for a resolved config (single jobs, sweep elements, pipeline steps).
+@dataclass
+class Planner:
+    """Builds the checked job requests of one launch with its ``JobOptions``."""
 
-    ``check_data=False``: the dataset is made at submission by the caller (an experiment's dry
-    run prints the chain without building its datasets)."""
-    r = config.resources
-    gpus = job.gpus if job.gpus is not None else r.gpus
-    nodes = job.nodes if job.nodes is not None else r.nodes
-    if job.processes_per_node is not None and job.processes_per_node < 1:
-        raise UserError(f"--processes-per-node must be >= 1, got {job.processes_per_node}")
-    requested = job.processes_per_node or r.processes_per_node
-    if requested is not None and requested > 1 and verb not in ("sft", "grpo"):
-        raise UserError(f"processes per node: {verb} runs one process; only training has more")
-    if gpus < 0 or nodes < 1:
-        raise UserError(f"--gpus must be >= 0 and --nodes >= 1, got {gpus} and {nodes}")
-    gpus, nodes = one_writer(verb, gpus, nodes)
-    processes = processes_per_node(config, gpus, requested)  # the vLLM server's GPUs left out
-    check_grpo_batch(config, processes * nodes)
-    for note in check_vllm(config, gpus, processes * nodes):
-        _note(note)
-    res = Resources(
-        gpus=gpus,
-        nodes=nodes,
-        time=job.time or r.time,
-        cpus_per_gpu=r.cpus_per_gpu,
-        mem_gb=r.mem_gb,
-        tasks_per_node=processes,
-    )
-    config.resources.gpus, config.resources.nodes, config.resources.time = (
-        res.gpus,
-        res.nodes,
-        res.time,
-    )
-    config.resources.processes_per_node = requested
-    flat = yaml.safe_dump(
-        {k: config.to_dict()[k] for k in ("lora", "train")}, default_flow_style=True, width=10_000
-    )
-    summary = [
-        f"# vqa-r1 {verb} --model {config.model.name} --recipe {config.recipe}",
-        f"# run directory: {run_dir}",
-        f"# settings: {flat.strip()}",
-    ]
-    check_model_available(config, submitting=not job.dry_run)
-    if check_data:
-        check_dataset(config, verb)
-    settings = run_settings(config, adapter)
-    state = folder_check(run_dir, verb, settings, job)
-    return LaunchRequest(
-        task_for(verb, run_dir, adapter),
-        res,
-        job.executor,
-        job.cluster,
-        f"vqa-r1-{verb}-{config.model.name}",
-        job.dry_run,
-        summary=summary,
-        setup=[OFFLINE_SETUP, *job_setup_lines(config, res.gpus, res.nodes)],
-        max_requeues=job.max_requeues,
-        snapshot=job.snapshot,
-        folder_state=state,
-        prepare=claimer(run_dir, verb, settings, job.overwrite, config),
-    )
+    job: JobOptions
+    noted: set[str] = field(default_factory=set)  # remarks said (once per launch)
+    checked_splits: set[tuple[str, str, str]] = field(default_factory=set)  # images read
+
+    def request_for_config(
+        self,
+        verb: str,
+        config: RunConfig,
+        run_dir: Path,
+        adapter: str | None = None,
+        check_data: bool = True,
+        job: JobOptions | None = None,
+    ) -> LaunchRequest:
+        """The job request for a resolved config (single jobs, sweep elements, pipeline and
+        experiment steps). ``job``: other job options for this step (a merge's shorter time).
+
+        ``check_data=False``: the dataset is made at submission by the caller (an experiment's dry
+        run prints the chain without building its datasets)."""
+        job = job or self.job
+        r = config.resources
+        gpus = job.gpus if job.gpus is not None else r.gpus
+        nodes = job.nodes if job.nodes is not None else r.nodes
+        if job.processes_per_node is not None and job.processes_per_node < 1:
+            raise UserError(f"--processes-per-node must be >= 1, got {job.processes_per_node}")
+        requested = job.processes_per_node or r.processes_per_node
+        if requested is not None and requested > 1 and verb not in ("sft", "grpo"):
+            raise UserError(f"processes per node: {verb} runs one process; only training has more")
+        if gpus < 0 or nodes < 1:
+            raise UserError(f"--gpus must be >= 0 and --nodes >= 1, got {gpus} and {nodes}")
+        gpus, nodes = self.one_writer(verb, gpus, nodes)
+        processes = processes_per_node(config, gpus, requested)  # the vLLM server's GPUs left out
+        check_grpo_batch(config, processes * nodes)
+        for note in check_vllm(config, gpus, processes * nodes):
+            self.note(note)
+        res = Resources(
+            gpus=gpus,
+            nodes=nodes,
+            time=job.time or r.time,
+            cpus_per_gpu=r.cpus_per_gpu,
+            mem_gb=r.mem_gb,
+            tasks_per_node=processes,
+        )
+        config.resources.gpus, config.resources.nodes, config.resources.time = (
+            res.gpus,
+            res.nodes,
+            res.time,
+        )
+        config.resources.processes_per_node = requested
+        flat = yaml.safe_dump(
+            {k: config.to_dict()[k] for k in ("lora", "train")},
+            default_flow_style=True,
+            width=10_000,
+        )
+        summary = [
+            f"# vqa-r1 {verb} --model {config.model.name} --recipe {config.recipe}",
+            f"# run directory: {run_dir}",
+            f"# settings: {flat.strip()}",
+        ]
+        self.check_model_available(config)
+        if check_data:
+            self.check_dataset(config, verb)
+        settings = run_settings(config, adapter)
+        state = folder_check(run_dir, verb, settings, job)
+        return LaunchRequest(
+            task_for(verb, run_dir, adapter),
+            res,
+            job.executor,
+            job.cluster,
+            f"vqa-r1-{verb}-{config.model.name}",
+            job.dry_run,
+            summary=summary,
+            setup=[OFFLINE_SETUP, *job_setup_lines(config, res.gpus, res.nodes)],
+            max_requeues=job.max_requeues,
+            snapshot=job.snapshot,
+            folder_state=state,
+            prepare=claimer(run_dir, verb, settings, job.overwrite, config),
+        )
+
+    def one_writer(self, verb: str, gpus: int, nodes: int) -> tuple[int, int]:
+        """Evaluate and merge run one process: one GPU on one node. SLURM starts a task per GPU, and
+        two tasks of one evaluation would write the same output files; more GPUs would sit idle."""
+        if verb in ("sft", "grpo") or (gpus <= 1 and nodes <= 1):
+            return gpus, nodes
+        self.note(
+            f"{verb} runs one process on one GPU: asking for {min(gpus, 1)} GPU(s) on 1 node, not "
+            f"{gpus} GPU(s) on {nodes} node(s) (several evaluations at once: one job each)"
+        )
+        return min(gpus, 1), 1
+
+    def run_request(self, spec: RunSpec) -> tuple[LaunchRequest, Path, RunConfig]:
+        """sft / grpo / evaluate (an adapter to evaluate must exist now; a pipeline's is made later)."""
+        adapter = resolve_adapter(Path(spec.adapter).resolve()) if spec.adapter else None
+        config, run_dir = resolve_run(spec)
+        if adapter is not None:  # evaluated on the model it was trained on
+            check_adapter_base(adapter, config.model)
+        given = str(Path(spec.adapter).resolve()) if spec.adapter else None
+        return self.request_for_config(spec.verb, config, run_dir, given), run_dir, config
+
+    def merge_request(self, spec: RunSpec) -> tuple[LaunchRequest, Path, RunConfig]:
+        """merge: the base model's settings from its SFT recipe; the adapter checked here."""
+        if not spec.adapter:
+            raise UserError("merge needs --adapter (a LoRA adapter folder or a run directory)")
+        adapter = resolve_adapter(Path(spec.adapter).resolve())
+        config = load_config("merge", spec.model, spec.recipe, spec.overrides)
+        check_adapter_base(adapter, config.model)
+        run_dir = default_dir(f"merge-{spec.model}", spec.output_dir)
+        config.output_dir = str(run_dir)
+        job = replace(self.job, time=self.job.time or MERGE_TIME)
+        return (
+            self.request_for_config("merge", config, run_dir, str(adapter), job=job),
+            run_dir,
+            config,
+        )
+
+    def pretrain_request(
+        self, pretrain_config: PretrainConfig, out: Path, stop_after: int | None
+    ) -> tuple[LaunchRequest, Path]:
+        """pretrain: the config was checked by train.pretrain.config_from_overrides."""
+        job = self.job
+        _one_process(job, "pretrain")
+        gpus, nodes = self.one_writer("pretrain", job.gpus or 0, job.nodes or 1)
+        res = Resources(gpus=gpus, nodes=nodes, time=job.time or "04:00:00")
+        summary = [
+            f"# vqa-r1 pretrain --family {pretrain_config.family} --out {out}",
+            f"# settings: {asdict(pretrain_config)}",
+        ]
+        task = PretrainTask(str(out), config=pretrain_config, stop_after=stop_after)
+        settings = pretrain_settings(pretrain_config)
+        request = LaunchRequest(
+            task,
+            res,
+            job.executor,
+            job.cluster,
+            f"vqa-r1-pretrain-{pretrain_config.family}",
+            job.dry_run,
+            summary=summary,
+            max_requeues=job.max_requeues,
+            snapshot=job.snapshot,
+            folder_state=folder_check(out, "pretrain", settings, job, "--out"),
+            prepare=claimer(out, "pretrain", settings, job.overwrite),
+        )
+        return request, out
+
+    def judge_request(
+        self, judge_config: JudgeJobConfig, output_dir: str | None, setup: list[str]
+    ) -> tuple[LaunchRequest, Path]:
+        """judge: one GPU when it serves its own vLLM model, none for an API."""
+        job = self.job
+        _one_process(job, "judge")
+        out = default_dir("judge", output_dir)
+        settings = judge_settings(judge_config)
+        wants_gpu = 1 if judge_config.vllm_model else 0
+        res = Resources(
+            gpus=job.gpus if job.gpus is not None else wants_gpu,
+            nodes=job.nodes or 1,
+            time=job.time or "04:00:00",
+            tasks_per_node=1,  # one judge process (a vLLM judge spreads over its GPUs itself)
+        )
+        request = LaunchRequest(
+            JudgeTask(str(out), config=judge_config),
+            res,
+            job.executor,
+            job.cluster,
+            "vqa-r1-judge",
+            job.dry_run,
+            setup=setup,
+            max_requeues=job.max_requeues,
+            snapshot=job.snapshot,
+            folder_state=folder_check(out, "judge", settings, job),
+            prepare=claimer(out, "judge", settings, job.overwrite),
+        )
+        return request, out
+
+    def doctor_request(
+        self, models: list[str], output_dir: str | None
+    ) -> tuple[LaunchRequest, Path]:
+        """doctor: one process per node with one GPU (none where the profile has none; or --gpus),
+        a short time limit."""
+        job = self.job
+        _one_process(job, "doctor")
+        for name in models:
+            get_spec(name)  # a typo is an error here, not a FAIL line after the queue wait
+        profile = load_cluster(job.cluster or default_cluster())
+        # one GPU shows the driver, the architecture and the memory (a node's GPUs are alike)
+        gpus = job.gpus if job.gpus is not None else min(1, profile.gpus_per_node)
+        minutes = max(DOCTOR_MINUTES, math.ceil(profile.signal_delay_s / 60) + 1)
+        res = Resources(
+            gpus=gpus,
+            nodes=job.nodes or 1,
+            time=job.time or format_slurm_time(minutes),
+            tasks_per_node=1,
+        )
+        out = default_dir("doctor", output_dir)
+        tested = constraints_file()
+        task = DoctorTask(
+            str(out),
+            models=tuple(models),
+            cluster=str(profile.source),
+            constraints=str(tested) if tested else None,
+        )
+        flags = "".join(f" --model {name}" for name in models)
+        request = LaunchRequest(
+            task,
+            res,
+            job.executor,
+            job.cluster,
+            "vqa-r1-doctor",
+            job.dry_run,
+            summary=[f"# vqa-r1 doctor{flags} --gpus {gpus} (cluster {profile.name})"],
+            setup=[OFFLINE_SETUP],
+            max_requeues=0,
+            snapshot=job.snapshot,
+        )
+        return request, out
+
+    def check_dataset(self, config: RunConfig, verb: str) -> None:
+        """The split a job reads, schema and every image, checked here and not after the queue wait.
+
+        Synthetic data is generated by the job itself. Each (folder, split) is read once per launch,
+        so a sweep over other keys does not re-read the images per element.
+        """
+        if config.data.dataset == "synthetic" or verb not in ("sft", "grpo", "evaluate"):
+            return
+        split = config.eval.split if verb == "evaluate" else config.data.train_split
+        options = release_options(config.data)
+        key = (str(Path(config.data.dataset).resolve()), split, repr(sorted(options.items())))
+        if key not in self.checked_splits:
+            load_split(config.data.dataset, split, check_images=True, options=options)
+            self.checked_splits.add(key)
+
+    def check_model_available(self, config: RunConfig) -> None:
+        """A hub model must be in the cache before a job is queued: compute nodes are often offline
+        (a dry run says so once instead)."""
+        message = missing_model(config)
+        if message is None:
+            return
+        if not self.job.dry_run:
+            raise UserError(message)
+        self.note(message)  # a chain of 17 dry-run steps says it once
+
+    def note(self, message: str) -> None:
+        """A remark on stderr, once per launch."""
+        if message not in self.noted:
+            self.noted.add(message)
+            print(f"note: {message}", file=sys.stderr)
 
 
 def folder_check(
@@ -203,208 +385,25 @@ def claimer(
     return prepare
 
 
-def one_writer(verb: str, gpus: int, nodes: int) -> tuple[int, int]:
-    """Evaluate and merge run one process: one GPU on one node. SLURM starts a task per GPU, and
-    two tasks of one evaluation would write the same output files; more GPUs would sit idle."""
-    if verb in ("sft", "grpo") or (gpus <= 1 and nodes <= 1):
-        return gpus, nodes
-    _note(
-        f"{verb} runs one process on one GPU: asking for {min(gpus, 1)} GPU(s) on 1 node, not "
-        f"{gpus} GPU(s) on {nodes} node(s) (several evaluations at once: one job each)"
+def missing_model(config: RunConfig) -> str | None:
+    """What is wrong with a hub model's local cache (None: complete, or no hub model needed)."""
+    spec = get_spec(config.model.name)
+    if spec.tiny or config.model.path:
+        return None
+    path, missing = cached_snapshot(spec.hub_id)
+    if path is not None and not missing:
+        return None
+    if path is not None:
+        return incomplete_message(spec.hub_id, path, missing)
+    return (
+        f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
+        f"login node: {download_command(spec.hub_id)}"
     )
-    return min(gpus, 1), 1
-
-
-def run_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
-    """sft / grpo / evaluate (an adapter to evaluate must exist now; a pipeline's is made later)."""
-    adapter = resolve_adapter(Path(spec.adapter).resolve()) if spec.adapter else None
-    config, run_dir = resolve_run(spec)
-    if adapter is not None:  # evaluated on the model it was trained on
-        check_adapter_base(adapter, config.model)
-    given = str(Path(spec.adapter).resolve()) if spec.adapter else None
-    return request_for_config(job, spec.verb, config, run_dir, given), run_dir, config
-
-
-def merge_request(spec: RunSpec, job: JobOptions) -> tuple[LaunchRequest, Path, RunConfig]:
-    """merge: the base model's settings from its SFT recipe; the adapter checked here."""
-    if not spec.adapter:
-        raise UserError("merge needs --adapter (a LoRA adapter folder or a run directory)")
-    adapter = resolve_adapter(Path(spec.adapter).resolve())
-    config = load_config("merge", spec.model, spec.recipe, spec.overrides)
-    check_adapter_base(adapter, config.model)
-    run_dir = default_dir(f"merge-{spec.model}", spec.output_dir)
-    config.output_dir = str(run_dir)
-    job = replace(job, time=job.time or MERGE_TIME)
-    return request_for_config(job, "merge", config, run_dir, str(adapter)), run_dir, config
-
-
-def pretrain_request(
-    pretrain_config: PretrainConfig, out: Path, stop_after: int | None, job: JobOptions
-) -> tuple[LaunchRequest, Path]:
-    """pretrain: the config was checked by train.pretrain.config_from_overrides."""
-    _one_process(job, "pretrain")
-    gpus, nodes = one_writer("pretrain", job.gpus or 0, job.nodes or 1)
-    res = Resources(gpus=gpus, nodes=nodes, time=job.time or "04:00:00")
-    summary = [
-        f"# vqa-r1 pretrain --family {pretrain_config.family} --out {out}",
-        f"# settings: {asdict(pretrain_config)}",
-    ]
-    task = PretrainTask(str(out), config=pretrain_config, stop_after=stop_after)
-    settings = pretrain_settings(pretrain_config)
-    request = LaunchRequest(
-        task,
-        res,
-        job.executor,
-        job.cluster,
-        f"vqa-r1-pretrain-{pretrain_config.family}",
-        job.dry_run,
-        summary=summary,
-        max_requeues=job.max_requeues,
-        snapshot=job.snapshot,
-        folder_state=folder_check(out, "pretrain", settings, job, "--out"),
-        prepare=claimer(out, "pretrain", settings, job.overwrite),
-    )
-    return request, out
-
-
-def judge_request(
-    judge_config: JudgeJobConfig, output_dir: str | None, setup: list[str], job: JobOptions
-) -> tuple[LaunchRequest, Path]:
-    """judge: one GPU when it serves its own vLLM model, none for an API."""
-    _one_process(job, "judge")
-    out = default_dir("judge", output_dir)
-    settings = judge_settings(judge_config)
-    wants_gpu = 1 if judge_config.vllm_model else 0
-    res = Resources(
-        gpus=job.gpus if job.gpus is not None else wants_gpu,
-        nodes=job.nodes or 1,
-        time=job.time or "04:00:00",
-        tasks_per_node=1,  # one judge process (a vLLM judge spreads over its GPUs itself)
-    )
-    request = LaunchRequest(
-        JudgeTask(str(out), config=judge_config),
-        res,
-        job.executor,
-        job.cluster,
-        "vqa-r1-judge",
-        job.dry_run,
-        setup=setup,
-        max_requeues=job.max_requeues,
-        snapshot=job.snapshot,
-        folder_state=folder_check(out, "judge", settings, job),
-        prepare=claimer(out, "judge", settings, job.overwrite),
-    )
-    return request, out
-
-
-def doctor_request(
-    models: list[str], output_dir: str | None, job: JobOptions
-) -> tuple[LaunchRequest, Path]:
-    """doctor: one process per node with one GPU (none where the profile has none; or --gpus),
-    a short time limit."""
-    _one_process(job, "doctor")
-    for name in models:
-        get_spec(name)  # a typo is an error here, not a FAIL line after the queue wait
-    profile = load_cluster(job.cluster or default_cluster())
-    # one GPU shows the driver, the architecture and the memory (a node's GPUs are alike)
-    gpus = job.gpus if job.gpus is not None else min(1, profile.gpus_per_node)
-    minutes = max(DOCTOR_MINUTES, math.ceil(profile.signal_delay_s / 60) + 1)
-    res = Resources(
-        gpus=gpus,
-        nodes=job.nodes or 1,
-        time=job.time or format_slurm_time(minutes),
-        tasks_per_node=1,
-    )
-    out = default_dir("doctor", output_dir)
-    tested = constraints_file()
-    task = DoctorTask(
-        str(out),
-        models=tuple(models),
-        cluster=str(profile.source),
-        constraints=str(tested) if tested else None,
-    )
-    flags = "".join(f" --model {name}" for name in models)
-    request = LaunchRequest(
-        task,
-        res,
-        job.executor,
-        job.cluster,
-        "vqa-r1-doctor",
-        job.dry_run,
-        summary=[f"# vqa-r1 doctor{flags} --gpus {gpus} (cluster {profile.name})"],
-        setup=[OFFLINE_SETUP],
-        max_requeues=0,
-        snapshot=job.snapshot,
-    )
-    return request, out
 
 
 def _one_process(job: JobOptions, verb: str) -> None:
     if job.processes_per_node is not None:
         raise UserError(f"--processes-per-node: a {verb} job runs one process per node")
-
-
-_CHECKED_SPLITS: set[tuple[str, str, str]] = set()
-
-
-def check_dataset(config: RunConfig, verb: str) -> None:
-    """The split a job reads, schema and every image, checked here and not after the queue wait.
-
-    Synthetic data is generated by the job itself. Each (folder, split) is read once per launch,
-    so a sweep over other keys does not re-read the images per element.
-    """
-    if config.data.dataset == "synthetic" or verb not in ("sft", "grpo", "evaluate"):
-        return
-    split = config.eval.split if verb == "evaluate" else config.data.train_split
-    options = release_options(config.data)
-    key = (str(Path(config.data.dataset).resolve()), split, repr(sorted(options.items())))
-    if key not in _CHECKED_SPLITS:
-        load_split(config.data.dataset, split, check_images=True, options=options)
-        _CHECKED_SPLITS.add(key)
-
-
-def check_model_available(config: RunConfig, submitting: bool) -> None:
-    """A hub model must be in the cache before a job is queued: compute nodes are often offline."""
-
-    spec = get_spec(config.model.name)
-    if spec.tiny or config.model.path:
-        return
-    path, missing = cached_snapshot(spec.hub_id)
-    if path is not None and not missing:
-        return
-    message = (
-        incomplete_message(spec.hub_id, path, missing)
-        if path is not None
-        else f"{spec.hub_id} is not in the local Hugging Face cache; download it first on this "
-        f"login node: {download_command(spec.hub_id)}"
-    )
-    if submitting:
-        raise UserError(message)
-    _note(message)  # a chain of 17 dry-run steps says it once
-
-
-def _note(message: str) -> None:
-    """A remark on stderr, once per launch."""
-    if message not in _NOTED:
-        _NOTED.add(message)
-        print(f"note: {message}", file=sys.stderr)
-
-
-_NOTED: set[str] = set()
-
-
-def summarise(result: Any) -> str:
-    if isinstance(result, dict):
-        keys = ("state", "global_step", "accuracy", "exit_code")
-        return ", ".join(f"{k}={result[k]}" for k in keys if k in result) or str(result)[:200]
-    return str(result)[:200]
-
-
-def failure_reason(err: BaseException) -> str:
-    """The exception line of a failed local job (submitit wraps the job's whole traceback)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    raised = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", line)]
-    return (raised or lines or [repr(err)])[-1]
 
 
 def route_overrides(
@@ -429,72 +428,3 @@ def route_overrides(
             raise UserError(f"--set {item!r}: {kind} {head} is not in --{kind}s")
         routed[name].append(rest)
     return routed
-
-
-@dataclass
-class LocalItem:
-    """One job of a local sweep or chain; ``state`` is NOT RUN, RUNNING, COMPLETED or FAILED."""
-
-    name: str
-    request: LaunchRequest
-    run_dir: Path
-    job_id: str | None = None
-    state: str = "NOT RUN"
-
-
-def run_job_here(
-    name: str,
-    request: LaunchRequest,
-    run_dir: Path,
-    command: str,
-    position: str,
-    on_started: Callable[[str], None] = lambda job_id: None,
-) -> bool:
-    """Run one job in a local subprocess and wait for it; True when it finished.
-
-    Prints one line when it starts and one when it ends (a failure as its exception line and the
-    log to read: the job's own traceback is there). ``on_started`` gets the local job id.
-    """
-    job = submit(request, run_dir / "jobs")
-    record = record_job(run_dir, str(job.job_id), "local", run_dir / "jobs", command)
-    on_started(str(job.job_id))
-    print(f"{position} {name}: local job {job.job_id}", flush=True)
-    try:
-        result = wait_local(job)
-    except Exception as err:
-        log = log_path(record, stderr=True)
-        reason = RunDir(run_dir).failure() or failure_reason(err)  # the job's own account first
-        print(f"  {name} FAILED: {reason}; log: {log}", flush=True)
-        return False
-    print(f"  {name} finished: {summarise(result)}", flush=True)
-    return True
-
-
-def run_locally(
-    items: list[LocalItem],
-    command: str,
-    stop_on_failure: bool,
-    on_change: Callable[[], None] = lambda: None,
-) -> list[str]:
-    """No SLURM: run the jobs one after another here; returns the names of those that failed.
-
-    A pipeline stops at its first failure (later steps need its output); a sweep goes on.
-    ``on_change`` is called whenever a state changes (to rewrite pipeline.json / sweep.json).
-    """
-    failed: list[str] = []
-    on_change()
-    for index, item in enumerate(items):
-
-        def started(job_id: str, item: LocalItem = item) -> None:
-            item.job_id, item.state = job_id, "RUNNING"
-            on_change()
-
-        position = f"[{index + 1}/{len(items)}]"
-        ok = run_job_here(item.name, item.request, item.run_dir, command, position, started)
-        item.state = "COMPLETED" if ok else "FAILED"
-        on_change()
-        if not ok:
-            failed.append(item.name)
-            if stop_on_failure:
-                break
-    return failed
