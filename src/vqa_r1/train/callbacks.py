@@ -121,3 +121,17 @@ class StopOnInterrupt(TrainerCallback):
             log.info("stopping at step %d (%s): checkpoint", state.global_step, self.stopped_by)
             control.should_save = True
             control.should_training_stop = True
+
+
+class StopAfter(TrainerCallback):
+    """Stop at step ``step`` with a checkpoint there, as a run killed just after it would have
+    left it (``vqa-r1 prompt-tune --stop-after``: the same command later resumes)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step and not control.should_training_stop:
+            log.info("stopping at step %d as asked: checkpoint", state.global_step)
+            control.should_save = True
+            control.should_training_stop = True

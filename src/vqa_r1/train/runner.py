@@ -23,7 +23,7 @@ from vqa_r1.io import follow_umask
 from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
-from vqa_r1.run_dir import RunDir, latest_checkpoint
+from vqa_r1.run_dir import RunDir, checkpoint_step, latest_checkpoint
 from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
 from vqa_r1.train.cpu_locations import allow_indexed_cpu_locations
 from vqa_r1.train.input_grads import hook_language_inputs_only
@@ -277,27 +277,13 @@ def _train(
     rd = RunDir(Path(run_dir)).create()
     if main and not rd.config.exists():
         save_config(config, rd.config)
-    resume = latest_checkpoint(rd.checkpoints)
+    resume = resume_point(rd)
     if resume is not None and ranks.world_size() > 1 and not torch.cuda.is_available():
         allow_indexed_cpu_locations()  # the Trainer loads the optimizer to cpu:N (cpu_locations)
-    if resume is not None:
-        step = int(resume.name.split("-")[1])
-        if main:
-            rd.trim_metrics(step)
-        log.info("resuming from %s (step %d)", resume, step)
     started = time.time()
     if main:
         keep_tracker_run_id(rd)
-        restarts = rd.status().get("starts", 0)
-        rd.update_status(
-            state="RUNNING",
-            verb=config.verb,
-            starts=restarts + 1,
-            resumed_from=str(resume) if resume else None,
-            world_size=ranks.world_size(),
-            reason=None,
-            log=None,
-        )
+        mark_running(rd, config.verb, resume)
 
     args = training_args(config, rd)  # first: under ZeRO-3 the model is partitioned as it loads
     loaded = load_model(config, adapter_path=config.init_adapter, trainable=True)
@@ -318,18 +304,8 @@ def _train(
         rows = fit_images(rows, loaded)
     interrupt = StopOnInterrupt(sigterm=sigterm_stops)
     trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
-    if progress:
-        make_quiet(trainer, progress)
-    interrupt.install()
-    try:
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    finally:
-        interrupt.restore()
-    # a callback may stop training at a step boundary (its checkpoint is written); a stop during
-    # the last step still leaves a complete run
     # (all ranks stop at the same step: launch/requeue.py shares the decision)
-    step = trainer.state.global_step
-    done = step >= trainer.state.max_steps
+    step, done = fit(trainer, resume, interrupt, progress)
     if done:  # every rank calls it (a collective under ZeRO-3); rank 0 alone writes
         trainer.save_model(str(rd.final))
     if ranks.world_size() > 1:
@@ -345,18 +321,8 @@ def _train(
             "global_step": step,
             "rank": ranks.rank(),
         }
-    if not done and interrupt.stopped_by:
-        saved = latest_checkpoint(rd.checkpoints)
-        where = f"{saved.name} saved" if saved else "no checkpoint saved"
-        rd.update_status(
-            state="INTERRUPTED",
-            global_step=step,
-            reason=f"{interrupt.stopped_by} at step {step}: {where}; the same command resumes",
-        )
-        return rd.status()
     if not done:
-        rd.update_status(state="STOPPED", global_step=step)
-        return rd.status()
+        return mark_stopped(rd, step, interrupt)
     loaded.processor.save_pretrained(str(rd.final))
     follow_umask(rd.final)  # safetensors writes the adapter 0600: readable by the group as set
     rd.update_status(
@@ -365,4 +331,68 @@ def _train(
         train_seconds_last_start=round(time.time() - started, 1),
         final=str(rd.final),
     )
+    return rd.status()
+
+
+# --- a Trainer run's life in its run directory: SFT and GRPO here, prompt tuning
+# (train/prompt_tuning.py) too. Rank 0 alone writes status.json and trims metrics.jsonl.
+
+
+def resume_point(rd: RunDir) -> Path | None:
+    """The latest complete checkpoint of ``rd`` (None: start afresh); the metrics logged after it
+    are dropped, since the resumed run logs those steps again."""
+    resume = latest_checkpoint(rd.checkpoints)
+    if resume is not None:
+        step = checkpoint_step(resume)
+        if ranks.is_main():
+            rd.trim_metrics(step)
+        log.info("resuming from %s (step %d)", resume, step)
+    return resume
+
+
+def mark_running(rd: RunDir, verb: str, resume: Path | None) -> None:
+    """status.json: RUNNING, one more start, where it resumed from; a previous reason cleared."""
+    rd.update_status(
+        state="RUNNING",
+        verb=verb,
+        starts=rd.status().get("starts", 0) + 1,
+        resumed_from=str(resume) if resume else None,
+        world_size=ranks.world_size(),
+        reason=None,
+        log=None,
+    )
+
+
+def fit(
+    trainer: Any, resume: Path | None, interrupt: StopOnInterrupt, progress: str | None
+) -> tuple[int, bool]:
+    """``trainer.train`` from ``resume`` with ``interrupt``'s signal handlers in place (it must be
+    one of the trainer's callbacks) and, with a ``progress`` label, one quiet progress bar.
+    Returns the global step reached and whether it is the last one: a callback may stop training
+    at a step boundary (its checkpoint is written); a stop during the last step still leaves a
+    complete run."""
+    if progress:
+        make_quiet(trainer, progress)
+    interrupt.install()
+    try:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    finally:
+        interrupt.restore()
+    step = trainer.state.global_step
+    return step, step >= trainer.state.max_steps
+
+
+def mark_stopped(rd: RunDir, step: int, interrupt: StopOnInterrupt) -> dict:
+    """status.json of a run stopped before its last step: INTERRUPTED (a signal; with the
+    checkpoint it resumes from) or STOPPED (a callback asked: a requeue, ``--stop-after``)."""
+    if interrupt.stopped_by:
+        saved = latest_checkpoint(rd.checkpoints)
+        where = f"{saved.name} saved" if saved else "no checkpoint saved"
+        rd.update_status(
+            state="INTERRUPTED",
+            global_step=step,
+            reason=f"{interrupt.stopped_by} at step {step}: {where}; the same command resumes",
+        )
+    else:
+        rd.update_status(state="STOPPED", global_step=step)
     return rd.status()
