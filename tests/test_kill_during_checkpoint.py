@@ -2,40 +2,28 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import textwrap
-import time
 
 import pytest
+from checkpoint_kill import STALL_SAVE, kill_while_writing
 
 from vqa_r1.run_dir import latest_checkpoint
 
-DRIVER = textwrap.dedent(
+DRIVER = STALL_SAVE + (
     """
-    import sys, time, torch
-    from vqa_r1.recipes import load_config
-    from vqa_r1.logging_setup import setup_logging
-    from vqa_r1.train import runner
+import sys
+from vqa_r1.recipes import load_config
+from vqa_r1.logging_setup import setup_logging
+from vqa_r1.train import runner
 
-    setup_logging()
+setup_logging()
 
-    data, run_dir, slow_step = sys.argv[1], sys.argv[2], sys.argv[3]
-    original = torch.save
-
-    def slow_save(obj, f, *args, **kwargs):
-        # the adapter of checkpoint-N is already written; stall before its optimizer state
-        if slow_step != "0" and f"checkpoint-{slow_step}" in str(f) and "optimizer" in str(f):
-            print("WRITING-CHECKPOINT", flush=True)
-            time.sleep(120)
-        return original(obj, f, *args, **kwargs)
-
-    torch.save = slow_save
-    config = load_config("sft", "tiny-qwen2.5-vl", overrides=[
-        f"data.dataset={data}", "train.max_steps=6", "train.save_steps=2", "train.per_device_train_batch_size=4"])
-    print(runner.train(config, run_dir)["global_step"], flush=True)
-    """
+data, run_dir = sys.argv[1], sys.argv[2]
+config = load_config("sft", "tiny-qwen2.5-vl", overrides=[
+    f"data.dataset={data}", "train.max_steps=6", "train.save_steps=2", "train.per_device_train_batch_size=4"])
+print(runner.train(config, run_dir)["global_step"], flush=True)
+"""
 )
 
 
@@ -45,28 +33,14 @@ def test_sigkill_mid_checkpoint_resumes_from_previous(synthetic_dir, tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, str(driver), str(synthetic_dir), str(run), "4"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    deadline = time.time() + 240
-    for line in proc.stdout:
-        if "WRITING-CHECKPOINT" in line:
-            break
-        assert time.time() < deadline, "the driver never reached checkpoint-4"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_while_writing([sys.executable, str(driver), str(synthetic_dir), str(run)], env, step=4)
 
     half = run / "checkpoints" / ".staging" / "checkpoint-4"
     assert (half / "adapter_model.safetensors").exists() and not (half / "optimizer.pt").exists()
     assert latest_checkpoint(run / "checkpoints").name == "checkpoint-2"
 
     out = subprocess.run(
-        [sys.executable, str(driver), str(synthetic_dir), str(run), "0"],
+        [sys.executable, str(driver), str(synthetic_dir), str(run)],
         capture_output=True,
         text=True,
         env=env,

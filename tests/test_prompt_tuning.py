@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 
 import pytest
+from checkpoint_kill import STALL_SAVE, kill_while_writing
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -213,9 +216,212 @@ def test_cli_run_writes_adapter_and_scores_and_resumes(tmp_path, capsys):
     a = load_peft_weights(str(whole / "final"))["prompt_embeddings"]
     b = load_peft_weights(str(killed / "final"))["prompt_embeddings"]
     assert (a - b).abs().max() < 1e-6
-    lines = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in lines] == [1, 2, 3, 4]
+    steps = _per_step(killed)
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    assert [r["loss"] for r in steps] == pytest.approx([r["loss"] for r in _per_step(whole)])
     assert json.loads((killed / "eval" / "scores.json").read_text())["n"] == 8
+
+
+def _per_step(run_dir):
+    """metrics.jsonl's per-step lines (the Trainer also logs a summary when training ends)."""
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in lines if "loss" in r]
+
+
+# 12 training rows in batches of 4: 3 steps an epoch, so checkpoint-4 is a step into epoch 1 and
+# a run resumed there crosses the boundary into epoch 2 (at step 6) before it ends at step 8
+RESUMED = [
+    "model=tiny-qwen2.5-vl-pretrained",
+    "mode=answer",
+    "data.synthetic_train=64",
+    "data.num_samples=12",
+    "batch_size=4",
+    "max_steps=8",
+    "save_steps=4",
+    "logging_steps=1",
+    "eval_limit=4",
+]
+
+
+def _resumed_config():
+    from vqa_r1.train.prompt_tuning import config_from_overrides
+
+    return config_from_overrides(RESUMED)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The run the interrupted ones are compared with: RESUMED's 8 steps in one go."""
+    from vqa_r1.train.prompt_tuning import train_prompt
+
+    run = tmp_path_factory.mktemp("uninterrupted") / "run"
+    record = train_prompt(_resumed_config(), run, progress=False)
+    assert record["complete"] and record["resumed_from"] == 0
+    return run
+
+
+def _assert_same_run(run, uninterrupted):
+    """The per-step losses and learning rates and the final prompt of ``run`` are those of the
+    uninterrupted run: no step lost, repeated or trained on other rows."""
+    import torch
+    from peft.utils import load_peft_weights
+
+    a, b = _per_step(uninterrupted), _per_step(run)
+    assert [r["step"] for r in b] == list(range(1, 9))
+    for x, y in zip(a, b, strict=True):
+        assert y["loss"] == pytest.approx(x["loss"], rel=1e-5, abs=1e-7), (x, y)
+        assert y["learning_rate"] == pytest.approx(x["learning_rate"], rel=1e-9), (x, y)
+    assert len({r["loss"] for r in a}) > 1  # the prompt changed from step to step
+    first = json.loads((uninterrupted / "final" / "prompt_tuning.json").read_text())
+    start = first["config"]
+    want = load_peft_weights(str(uninterrupted / "final"))["prompt_embeddings"]
+    got = load_peft_weights(str(run / "final"))["prompt_embeddings"]
+    assert start == json.loads((run / "final" / "prompt_tuning.json").read_text())["config"]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+class Crash(RuntimeError):
+    pass
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_a_checkpoint_resumes_as_if_never_stopped(uninterrupted, tmp_path):
+    """Killed at step 6 (an exception out of the Trainer, as a crash): the next call resumes from
+    checkpoint-4, mid-epoch, with the optimizer, scheduler and data order of the uninterrupted run,
+    across the next epoch boundary."""
+    from transformers import TrainerCallback
+
+    from vqa_r1.run_dir import RunDir, latest_checkpoint
+    from vqa_r1.train.prompt_tuning import train_prompt
+
+    class CrashAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 6:
+                raise Crash("simulated kill at step 6")
+
+    run = tmp_path / "run"
+    with pytest.raises(Crash):
+        train_prompt(_resumed_config(), run, progress=False, callbacks=[CrashAt()])
+    assert latest_checkpoint(run / "checkpoints").name == "checkpoint-4"
+    assert [r["step"] for r in _per_step(run)] == list(range(1, 6))  # step 6 never logged
+    record = train_prompt(_resumed_config(), run, progress=False)
+    assert record["resumed_from"] == 4 and record["global_step"] == 8 and record["complete"]
+    status = RunDir(run).status()
+    assert status["state"] == "TRAINED" and status["starts"] == 2
+    assert status["resumed_from"].endswith("checkpoint-4")
+    assert [step for step, _ in record["loss_curve"]] == list(range(1, 9))
+    _assert_same_run(run, uninterrupted)
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_its_last_checkpoint_only_writes_final(uninterrupted, tmp_path):
+    """Killed between checkpoint-8 (the last step) and final/: the next start trains nothing
+    (no step 9) and writes the checkpoint's prompt as final/."""
+    import shutil
+
+    from vqa_r1.train.prompt_tuning import train_prompt
+
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    shutil.rmtree(run / "final")
+    record = train_prompt(_resumed_config(), run, progress=False)
+    assert record["global_step"] == 8 and record["resumed_from"] == 8 and record["complete"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "checkpoint-4",
+        "checkpoint-8",
+    ]
+    _assert_same_run(run, uninterrupted)
+
+
+DRIVER = STALL_SAVE + (
+    """
+import json, sys
+from vqa_r1.train.prompt_tuning import config_from_overrides, train_prompt
+
+train_prompt(config_from_overrides(json.loads(sys.argv[2])), sys.argv[1], progress=False)
+"""
+)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_half_written_when_killed_is_ignored_on_resume(uninterrupted, tmp_path):
+    """SIGKILL while checkpoint-8 is written (its prompt saved, its optimizer state not): the
+    half-written folder stays in staging, never looks complete, and the next start resumes from
+    checkpoint-4 and ends as the uninterrupted run did."""
+    from vqa_r1.run_dir import latest_checkpoint
+    from vqa_r1.train.prompt_tuning import train_prompt
+
+    run = tmp_path / "run"
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    argv = [sys.executable, str(driver), str(run), json.dumps(RESUMED)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    kill_while_writing(argv, env, step=8)
+
+    half = run / "checkpoints" / ".staging" / "checkpoint-8"
+    assert (half / "adapter_model.safetensors").exists() and not (half / "optimizer.pt").exists()
+    assert not (run / "checkpoints" / "checkpoint-8").exists() and not (run / "final").exists()
+    assert latest_checkpoint(run / "checkpoints").name == "checkpoint-4"
+
+    record = train_prompt(_resumed_config(), run, progress=False)  # the next start
+    assert record["global_step"] == 8 and record["resumed_from"] == 4
+    assert not (run / "checkpoints" / ".staging").exists()
+    _assert_same_run(run, uninterrupted)
+
+
+@pytest.mark.slow
+def test_a_slurm_job_checkpoints_at_a_step_boundary_and_requeues(
+    uninterrupted, tmp_path, monkeypatch
+):
+    """PromptTuneTask as submitit runs it in a SLURM job: preempted (SIGTERM) during step 6, the
+    requeue controller (a Trainer callback, as in TrainTask) has checkpoint-6 written at that
+    boundary and the task requeues; the requeued task resumes there, ends as the uninterrupted
+    run did and evaluates. submitit's USR2 handler is stood in for (it would requeue and exit)."""
+    import signal
+
+    from vqa_r1.launch import requeue
+    from vqa_r1.launch.task import PromptTuneTask
+    from vqa_r1.run_dir import RunDir
+
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_JOB_END_TIME", str(int(time.time()) + 3600))  # SIGTERM: preemption
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    monkeypatch.setattr(requeue, "job_state", lambda: "RUNNING")  # as in its GraceTime
+
+    class PreemptedAt6(requeue.RequeueController):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step + 1 == 6:  # the signal comes while step 6 computes
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().on_step_begin(args, state, control, **kwargs)
+
+    monkeypatch.setattr(requeue, "RequeueController", PreemptedAt6)
+    run = tmp_path / "run"
+    task = PromptTuneTask(str(run), signal_delay_s=120, config=_resumed_config())
+    requeued = []
+
+    def submitit_usr2(signum, frame):  # checkpoint the task and requeue (here: record it)
+        requeued.append(task.checkpoint())
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)}
+    signal.signal(signal.SIGUSR2, submitit_usr2)
+    try:
+        first = task()
+        assert len(requeued) == 1 and requeued[0] is not None  # a DelayedSubmission
+        assert first["training"]["global_step"] == 6 and not first["training"]["complete"]
+        assert RunDir(run).status()["state"] == "REQUEUED"
+        assert (run / "checkpoints" / "checkpoint-6" / "CHECKPOINT_COMPLETE").exists()
+        assert not (run / "final").exists()
+
+        monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+        signal.signal(signal.SIGUSR2, submitit_usr2)
+        second = PromptTuneTask(str(run), signal_delay_s=120, config=_resumed_config())()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert len(requeued) == 1
+    assert second["training"]["resumed_from"] == 6 and second["n"] == 4
+    assert RunDir(run).status()["state"] == "COMPLETED"
+    _assert_same_run(run, uninterrupted)
 
 
 @pytest.mark.slow

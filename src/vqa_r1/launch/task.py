@@ -212,7 +212,12 @@ class TablesTask(Task):
 @dataclass
 class PromptTuneTask(Task):
     """Prompt tuning then its evaluation (``base``: the base model scored the same way, no
-    training). The config is small and typed; a requeued job resumes from its checkpoints."""
+    training). The config is small and typed; a requeued job resumes from its checkpoints.
+
+    Training is a Trainer's (train/prompt_tuning.py), so the requeue works as TrainTask's: the
+    requeue controller goes to the trainer as a callback (through ``job_callbacks``: the
+    launcher's run_prompt_tuning passes no callbacks), stops training at a step boundary with a
+    checkpoint there, and the unfinished run is requeued. One process: no ranks to wait for."""
 
     config: object = None  # PromptTuneConfig
     base: bool = False
@@ -221,10 +226,24 @@ class PromptTuneTask(Task):
 
     def run(self) -> dict:
         from vqa_r1.launch.prompt_tuning import run_base, run_prompt_tuning
+        from vqa_r1.launch.requeue import install_graceful_requeue
+        from vqa_r1.train.prompt_tuning import job_callbacks
 
         if self.base:
             return run_base(self.config, self.run_dir, progress=False)
-        return run_prompt_tuning(self.config, self.run_dir, progress=False)
+        controller = install_graceful_requeue(self.signal_delay_s)
+        # in a SLURM job SIGTERM is launch/requeue.py's, as for TrainTask
+        with job_callbacks([controller] if controller else [], sigterm_stops=not in_slurm()):
+            result = run_prompt_tuning(self.config, self.run_dir, progress=False)
+        if controller is None:
+            return result
+        training = result.get("training", {})
+        if not training.get("complete", True) and controller.requested:
+            step = training.get("global_step")
+            mark(self.run_dir, state="REQUEUED", global_step=step)
+            controller.requeue_now(f"checkpoint-{step} saved at the step boundary")
+        controller.finish()
+        return result
 
 
 @dataclass

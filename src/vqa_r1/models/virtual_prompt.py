@@ -142,8 +142,11 @@ class VirtualPromptModel:
             self._answer = AnswerTokens(prefix, ids["True"][k], ids["False"][k])
         return self._answer
 
-    def encode(self, images: Sequence[Any] | None, texts: Sequence[str]) -> Any:
-        """Processor inputs (left padding), on the model's device."""
+    def encode(
+        self, images: Sequence[Any] | None, texts: Sequence[str], on_device: bool = True
+    ) -> Any:
+        """Processor inputs (left padding), on the model's device unless not ``on_device`` (a
+        training batch: the Trainer places it)."""
         if images is None:
             batch = self.processor(text=list(texts), return_tensors="pt", padding=True)
         else:
@@ -153,7 +156,7 @@ class VirtualPromptModel:
                 return_tensors="pt",
                 padding=True,
             )
-        return batch.to(next(self.model.parameters()).device)
+        return batch.to(next(self.model.parameters()).device) if on_device else batch
 
     # --- model inputs --------------------------------------------------------------------
     def embed(self, ids: Any) -> Any:

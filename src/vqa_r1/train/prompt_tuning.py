@@ -1,6 +1,6 @@
 """Prompt tuning (PEFT ``PromptTuningConfig``): a few trainable virtual tokens, the model frozen.
 
-Two modes, one training loop:
+Two modes, one trainer:
 
 * ``answer``: the target is the answer alone (``<answer> True </answer>``); evaluation reads
   P(True) against P(False) at the answer position (vqa_r1.eval.prompt_scoring), no generation.
@@ -11,27 +11,35 @@ Two modes, one training loop:
 The loss is the cross-entropy of the assistant's turn (the target and the chat template's end of
 turn), the prompt masked, as TRL's SFT on prompt/completion rows computes it.
 
-Why a plain loop rather than TRL's SFTTrainer: the forward must be the one of
-vqa_r1.models.virtual_prompt (virtual tokens in front, the model's own M-RoPE positions for Qwen2.5-VL);
-PEFT's forward, which a Trainer would call, gives Qwen2.5-VL wrong image positions. With the forward,
-the collator and the saving all replaced, the Trainer would add only its loop. The loop here trains
-one tensor (num_virtual_tokens x hidden) with AdamW and a linear schedule, and checkpoints atomically
-like every other run: ``checkpoints/checkpoint-N`` is written beside its final place, marked
-complete and renamed (vqa_r1.run_dir.latest_checkpoint skips any folder without the marker). A
-checkpoint holds the adapter (PEFT format), optimizer and scheduler state and the step; the data
-order is a function of the seed and the step, and the model runs without dropout, so a resumed run
-repeats the uninterrupted run's steps exactly (tests/test_prompt_tuning.py).
+Training runs on a transformers ``Trainer`` and lives in its run directory as an SFT or GRPO run
+does, through train/runner.py's run-lifecycle functions: atomic ``checkpoints/checkpoint-N``
+(train/trainer_hooks.py), resume from the latest complete one with optimizer, scheduler, RNG and
+data position (a resumed run repeats the uninterrupted run's steps: tests/test_prompt_tuning.py),
+metrics.jsonl, status.json, a progress bar, Ctrl-C at a step boundary, and a job's callbacks (the
+SLURM requeue controller). The Trainer holds PEFT's prompt-tuning wrapper, which owns the one
+trainable tensor (num_virtual_tokens x hidden) and is saved and reloaded as a PEFT adapter. Ours:
 
-The adapter is saved with PEFT's ``save_pretrained`` into ``<run_dir>/final`` (written aside and
-renamed into place), with ``prompt_tuning.json`` (config, steps, loss curve, wall time).
+* the forward: ``compute_loss`` runs vqa_r1.models.virtual_prompt (virtual tokens in front, the
+  model's own M-RoPE positions for Qwen2.5-VL), not PEFT's forward, which gives Qwen2.5-VL wrong
+  image positions; the frozen model stays in eval mode (no dropout);
+* the collator (``PromptCollator``): images, chat-formatted prompt + completion, labels on the
+  completion only;
+* ``final/``: the adapter (PEFT format, written aside and renamed into place) with
+  ``prompt_tuning.json`` (config, steps, loss curve, wall time).
+
+Not TRL's SFTTrainer: what it adds to the Trainer (dataset preparation, collator, loss, model
+wrapping) would all be replaced here. AdamW on the prompt alone, no weight decay or clipping,
+linear warm-up and decay.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
-import shutil
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,13 +55,12 @@ from vqa_r1.models.device import check_device_setting, resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.virtual_prompt import VirtualPromptModel, check_family
-from vqa_r1.run_dir import COMPLETE_MARKER, RunDir, checkpoint_step, latest_checkpoint
+from vqa_r1.run_dir import RunDir, checkpoint_step
 from vqa_r1.typed_config import build, option, parse_overrides, to_dict
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["answer", "reasoning"]
-STATE_FILE = "training_state.pt"
 RECORD_FILE = "prompt_tuning.json"
 
 
@@ -171,34 +178,6 @@ def warmup_count(cfg: PromptTuneConfig) -> int:
     return int(round(w * cfg.max_steps)) if 0 < w < 1 else int(w)
 
 
-def lr_factor(step: int, cfg: PromptTuneConfig) -> float:
-    """Linear warm-up, then linear decay to zero at max_steps (transformers' "linear")."""
-    warm = warmup_count(cfg)
-    if step < warm:
-        return (step + 1) / warm
-    return max(0.0, (cfg.max_steps - step) / max(1, cfg.max_steps - warm))
-
-
-class _Rows:
-    """Training rows with each epoch's permutation computed once."""
-
-    def __init__(self, ds: Any, cfg: PromptTuneConfig):
-        self.ds, self.cfg, self.n = ds, cfg, len(ds)
-        self._perms: dict[int, list[int]] = {}
-
-    def indices(self, step: int) -> list[int]:
-        import torch
-
-        out = []
-        for k in range(step * self.cfg.batch_size, (step + 1) * self.cfg.batch_size):
-            epoch, pos = divmod(k, self.n)
-            if epoch not in self._perms:
-                gen = torch.Generator().manual_seed(self.cfg.seed * 100_003 + epoch)
-                self._perms[epoch] = torch.randperm(self.n, generator=gen).tolist()
-            out.append(self._perms[epoch][pos])
-        return out
-
-
 def make_peft_model(loaded: Any, cfg: PromptTuneConfig) -> Any:
     """The PEFT prompt-tuning wrapper: holds the virtual tokens, initialises and saves them."""
     import torch
@@ -237,27 +216,6 @@ def _save_adapter(peft_model: Any, folder: Path) -> None:
     follow_umask(folder)  # safetensors writes 0600
 
 
-def _write_checkpoint(
-    rd: RunDir, peft_model: Any, optimizer: Any, step: int, history: list
-) -> None:
-    import torch
-
-    target = rd.checkpoints / f"checkpoint-{step}"
-    with atomic_dir(target) as tmp:
-        _save_adapter(peft_model, tmp)
-        torch.save({"step": step, "optimizer": optimizer.state_dict()}, tmp / STATE_FILE)
-        (tmp / "trainer_state.json").write_text(
-            json.dumps({"global_step": step, "log_history": history}, indent=2)
-        )
-        (tmp / COMPLETE_MARKER).write_text(str(step))
-    kept = sorted(
-        (p for p in rd.checkpoints.iterdir() if checkpoint_step(p) is not None),
-        key=checkpoint_step,
-    )
-    for old in kept[:-2]:  # the two newest stay
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def _check_same_run(rd: RunDir, cfg: PromptTuneConfig) -> None:
     """A run directory is resumed only by the run that made it (eval settings may differ)."""
     if not rd.config.exists():
@@ -272,17 +230,157 @@ def _check_same_run(rd: RunDir, cfg: PromptTuneConfig) -> None:
         )
 
 
+class PromptCollator:
+    """Dataset rows -> one batch: processor inputs (left padding) of prompt + completion for each
+    row's image, and ``labels``, the input ids with everything but the completion set to -100."""
+
+    def __init__(self, vp: VirtualPromptModel, cfg: PromptTuneConfig):
+        self.vp, self.cfg = vp, cfg
+
+    def __call__(self, rows: list[dict]) -> dict:
+        import torch
+        from PIL import Image
+
+        vp = self.vp
+        images = [Image.open(r["image_path"]).convert("RGB") for r in rows]
+        questions = [problem_text(r["caption"]) for r in rows]
+        prompts = [vp.prompt_text(q) for q in questions]
+        targets = [
+            vp.completion_text(q, target_text(r, self.cfg))
+            for q, r in zip(questions, rows, strict=True)
+        ]
+        batch = dict(
+            vp.encode(images, [p + t for p, t in zip(prompts, targets, strict=True)], False)
+        )
+        lengths = [vp.completion_length(p, t) for p, t in zip(prompts, targets, strict=True)]
+        ids = batch["input_ids"]
+        width = ids.shape[1]
+        keep = torch.arange(width).unsqueeze(0) >= width - torch.tensor(lengths).unsqueeze(1)
+        batch["labels"] = ids.masked_fill(~keep, -100)
+        return batch
+
+
+def completion_loss(logits: Any, labels: Any) -> Any:
+    """Mean cross-entropy over the labelled tokens; ``logits`` cover the virtual tokens and then
+    the text (``labels``' width): position t of the text predicts token t + 1."""
+    import torch
+
+    width = labels.shape[1]
+    text_logits = logits[:, -width:-1]
+    return torch.nn.functional.cross_entropy(
+        text_logits.reshape(-1, text_logits.shape[-1]).float(), labels[:, 1:].reshape(-1)
+    )
+
+
+def training_arguments(cfg: PromptTuneConfig, rd: RunDir, device: str) -> Any:
+    """The Trainer's arguments; ``device``: where the model was loaded (``cpu`` or ``cuda:N``; on
+    a GPU the Trainer itself places the model, on its first device)."""
+    from transformers import TrainingArguments
+
+    args = TrainingArguments(
+        output_dir=str(rd.checkpoints),
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="linear",
+        warmup_steps=warmup_count(cfg),
+        weight_decay=0.0,
+        max_grad_norm=0.0,  # no clipping
+        optim="adamw_torch",
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        logging_steps=cfg.logging_steps,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        remove_unused_columns=False,  # the collator reads image_path, caption, label, ...
+        dataloader_num_workers=0,
+        use_cpu=device == "cpu",
+        report_to=[],
+        run_name=rd.root.name,
+        disable_tqdm=False,
+    )
+    # one process trains on one device: with several GPUs visible the Trainer would otherwise
+    # wrap the model in DataParallel and multiply the batch by their number (the Trainer does
+    # the same for a model spread over several GPUs)
+    args._n_gpu = min(args.n_gpu, 1)
+    return args
+
+
+def build_trainer(
+    cfg: PromptTuneConfig,
+    rd: RunDir,
+    vp: VirtualPromptModel,
+    peft_model: Any,
+    rows: Any,
+    callbacks: Sequence[Any],
+) -> Any:
+    """The Trainer of a prompt-tuning run: atomic checkpoints, metrics.jsonl, ``callbacks``."""
+    from transformers import Trainer
+
+    from vqa_r1.train.callbacks import JsonlMetrics
+    from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin
+
+    class PromptTrainer(AtomicCheckpointMixin, Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            model.eval()  # frozen, without dropout (training_step sets train mode)
+            inputs = dict(inputs)
+            labels = inputs.pop("labels")
+            prompt = prompt_weight(self.accelerator.unwrap_model(model))
+            logits = vp.forward(inputs, prompt).logits
+            loss = completion_loss(logits, labels)
+            return (loss, logits) if return_outputs else loss
+
+    trainer = PromptTrainer(
+        model=peft_model,
+        args=training_arguments(cfg, rd, str(next(peft_model.parameters()).device)),
+        data_collator=PromptCollator(vp, cfg),
+        train_dataset=rows,
+        callbacks=[JsonlMetrics(rd.metrics), *callbacks],
+    )
+    # compute_loss takes the mean itself: no token count passed in, the loss divided by the
+    # accumulation steps as for a model without loss kwargs
+    trainer.model_accepts_loss_kwargs = False
+    return trainer
+
+
+_JOB: contextvars.ContextVar[tuple[tuple, bool] | None] = contextvars.ContextVar(
+    "prompt_tuning_job", default=None
+)
+
+
+@contextlib.contextmanager
+def job_callbacks(callbacks: Sequence[Any], sigterm_stops: bool) -> Iterator[None]:
+    """Within it, ``train_prompt`` adds ``callbacks`` to its trainer and leaves SIGTERM alone
+    unless ``sigterm_stops``: how a SLURM job (launch/task.py PromptTuneTask) hands its requeue
+    controller to training through vqa_r1.launch.prompt_tuning.run_prompt_tuning, which takes no
+    callbacks of its own."""
+    token = _JOB.set((tuple(callbacks), sigterm_stops))
+    try:
+        yield
+    finally:
+        _JOB.reset(token)
+
+
 def train_prompt(
     cfg: PromptTuneConfig,
     run_dir: str | Path,
     progress: bool = True,
     stop_after: int | None = None,
     loaded: Any = None,
+    callbacks: Sequence[Any] = (),
+    sigterm_stops: bool = True,
 ) -> dict:
     """Train (or resume, or find finished) the prompt of ``cfg`` in ``run_dir``; returns the record
-    saved as ``final/prompt_tuning.json``, or, with ``stop_after``, a partial one (no final/)."""
+    saved as ``final/prompt_tuning.json``, or, when training stopped early (``stop_after``, a
+    callback, Ctrl-C), a partial one (``complete`` false, no final/).
+
+    ``callbacks``: extra Trainer callbacks (with those of ``job_callbacks``); ``sigterm_stops``:
+    SIGTERM, like Ctrl-C, stops at the next step boundary with a checkpoint (a job's SIGTERM
+    belongs to its requeue controller: ``job_callbacks``)."""
     import torch
-    from PIL import Image
+
+    from vqa_r1.train.callbacks import StopAfter, StopOnInterrupt
+    from vqa_r1.train.runner import fit, mark_running, mark_stopped, resume_point
 
     torch.set_num_threads(cfg.num_threads)
     rd = RunDir(Path(run_dir))
@@ -292,130 +390,64 @@ def train_prompt(
     rd.create()
     _check_same_run(rd, cfg)
     atomic_write_text(rd.config, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    job = _JOB.get()
+    if job is not None:
+        callbacks, sigterm_stops = (*job[0], *callbacks), job[1]
+
+    resume = resume_point(rd)
+    start = checkpoint_step(resume) if resume is not None else 0
+    if stop_after is not None and start >= stop_after:  # nothing to do before the stop
+        return _record(cfg, rd, start, start, 0.0)
+    mark_running(rd, "prompt-tune", resume)
 
     loaded = loaded or load_base(cfg)
     vp = VirtualPromptModel(loaded, cfg.data.instruction)
     peft_model = make_peft_model(loaded, cfg)
-    weight = prompt_weight(peft_model)
-    optimizer = torch.optim.AdamW([weight], lr=cfg.learning_rate, weight_decay=0.0)
-    for group in optimizer.param_groups:
-        group["initial_lr"] = cfg.learning_rate
-
-    start, history = 0, []
-    resume = latest_checkpoint(rd.checkpoints)
-    if resume is not None:
+    started = time.perf_counter()
+    if start >= cfg.max_steps:
+        # killed after its last checkpoint, before final/: nothing left to train (the Trainer,
+        # resumed there, would train one step past max_steps)
+        from peft import set_peft_model_state_dict
         from peft.utils import load_peft_weights
 
-        state = torch.load(resume / STATE_FILE, weights_only=True)
-        with torch.no_grad():
-            weight.copy_(load_peft_weights(str(resume))["prompt_embeddings"])
-        optimizer.load_state_dict(state["optimizer"])
-        start = int(state["step"])
-        history = json.loads((resume / "trainer_state.json").read_text())["log_history"]
-        rd.trim_metrics(start)
-        log.info("resuming prompt tuning from %s (step %d)", resume, start)
-    status = rd.status()
-    rd.update_status(
-        state="RUNNING", verb="prompt-tune", starts=status.get("starts", 0) + 1, resumed_from=start
-    )
-
-    ds = subset(
-        open_split(cfg.data, cfg.data.train_split),
-        cfg.data.num_samples,
-        cfg.data.subset_seed,
-    )
-    rows = _Rows(ds, cfg)
-    end = cfg.max_steps if stop_after is None else min(cfg.max_steps, stop_after)
-    bar = _bar(end - start, f"prompt-tune {cfg.mode}", progress)
-    started = time.perf_counter()
-    window: list[float] = []
-    step = start
-    for step in range(start, end):
-        picked = [ds[i] for i in rows.indices(step)]
-        images = [Image.open(r["image_path"]).convert("RGB") for r in picked]
-        prompts = [vp.prompt_text(problem_text(r["caption"])) for r in picked]
-        targets = [
-            vp.completion_text(problem_text(r["caption"]), target_text(r, cfg)) for r in picked
-        ]
-        batch = vp.encode(images, [p + t for p, t in zip(prompts, targets, strict=True)])
-        lengths = [vp.completion_length(p, t) for p, t in zip(prompts, targets, strict=True)]
-        loss = completion_loss(vp, batch, weight, lengths)
-        for group in optimizer.param_groups:
-            group["lr"] = cfg.learning_rate * lr_factor(step, cfg)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        window.append(loss.item())
-        done = step + 1
-        if done % cfg.logging_steps == 0 or done == end:
-            record = {
-                "step": done,
-                "loss": round(sum(window) / len(window), 5),
-                "learning_rate": optimizer.param_groups[0]["lr"],
-                "seconds": round(time.perf_counter() - started, 2),
-            }
-            window = []
-            history.append(record)
-            with open(rd.metrics, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record) + "\n")
-            bar(record)
-        if done % cfg.save_steps == 0 or done == end:
-            _write_checkpoint(rd, peft_model, optimizer, done, history)
-            rd.update_status(global_step=done)
-        bar(None)
-    seconds = time.perf_counter() - started
-    global_step = max(start, end)
-    record = {
-        "config": to_dict(cfg),
-        "complete": global_step >= cfg.max_steps,
-        "global_step": global_step,
-        "resumed_from": start,
-        "train_seconds": round(seconds, 1),
-        "loss_curve": [(r["step"], r["loss"]) for r in read_jsonl(rd.metrics, missing_ok=True)],
-    }
-    if not record["complete"]:
-        rd.update_status(state="STOPPED", global_step=global_step)
-        return record
+        set_peft_model_state_dict(peft_model, load_peft_weights(str(resume)))
+        step, done = start, True
+    else:
+        rows = subset(
+            open_split(cfg.data, cfg.data.train_split), cfg.data.num_samples, cfg.data.subset_seed
+        )
+        interrupt = StopOnInterrupt(sigterm=sigterm_stops)
+        extra = [*callbacks, interrupt]
+        if stop_after is not None and stop_after < cfg.max_steps:
+            extra.append(StopAfter(stop_after))
+        trainer = build_trainer(cfg, rd, vp, peft_model, rows, extra)
+        use_cache = getattr(loaded.model.config, "use_cache", None)
+        try:
+            label = f"prompt-tune {cfg.mode}" if progress else None
+            step, done = fit(trainer, resume, interrupt, label)
+        finally:  # the model goes on to evaluation as it came: eval mode, its cache setting
+            loaded.model.eval()
+            if use_cache is not None:
+                loaded.model.config.use_cache = use_cache
+        if not done:
+            mark_stopped(rd, step, interrupt)
+            return _record(cfg, rd, step, start, time.perf_counter() - started)
+    record = _record(cfg, rd, step, start, time.perf_counter() - started)
     with atomic_dir(rd.final) as tmp:
         _save_adapter(peft_model, tmp)
         atomic_write_json(tmp / RECORD_FILE, record)
-    rd.update_status(
-        state="TRAINED", global_step=global_step, train_seconds=record["train_seconds"]
-    )
+    rd.update_status(state="TRAINED", global_step=step, train_seconds=record["train_seconds"])
     return record
 
 
-def completion_loss(vp: VirtualPromptModel, batch: Any, prompt: Any, lengths: list[int]) -> Any:
-    """Mean cross-entropy over the completion tokens (the last ``lengths[i]`` of row i: the batch
-    is padded on the left), with ``prompt`` in front."""
-    import torch
-
-    logits = vp.forward(batch, prompt).logits
-    ids = batch["input_ids"]
-    width = ids.shape[1]
-    cols = torch.arange(width, device=ids.device).unsqueeze(0)
-    keep = cols >= width - torch.tensor(lengths, device=ids.device).unsqueeze(1)
-    labels = ids.masked_fill(~keep, -100)
-    # logits of the text part (after the virtual tokens), shifted: position t predicts token t + 1
-    text_logits = logits[:, -width:-1]
-    return torch.nn.functional.cross_entropy(
-        text_logits.reshape(-1, text_logits.shape[-1]).float(), labels[:, 1:].reshape(-1)
-    )
-
-
-def _bar(total: int, label: str, enabled: bool):
-    if not enabled:
-        return lambda record: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc=label, unit="step", leave=False)
-
-    def advance(record: dict | None) -> None:
-        if record is None:
-            bar.update(1)
-            if bar.n >= total:
-                bar.close()
-        else:
-            bar.set_postfix(loss=record["loss"])
-
-    return advance
+def _record(cfg: PromptTuneConfig, rd: RunDir, step: int, start: int, seconds: float) -> dict:
+    return {
+        "config": to_dict(cfg),
+        "complete": step >= cfg.max_steps,
+        "global_step": step,
+        "resumed_from": start,
+        "train_seconds": round(seconds, 1),
+        "loss_curve": [
+            (r["step"], r["loss"]) for r in read_jsonl(rd.metrics, missing_ok=True) if "loss" in r
+        ],
+    }
