@@ -21,11 +21,12 @@ GRPO_STEPS = 200  # the recipe's own; 100 steps gave p = 0.03 on validation, too
 def test_reduced_demo_grpo_beats_base_and_chance(tmp_path):
     out = tmp_path / "demo"
     cmd = [sys.executable, "-m", "vqa_r1", "demo", "--out", str(out), "--rows", "base,grpo"]
-    cmd += ["--split", "validation", "--grpo-steps", str(GRPO_STEPS)]
+    cmd += ["--split", "validation", "--set", f"grpo:train.max_steps={GRPO_STEPS}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())["results"]
-    base, grpo = results["base"], results["grpo"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    base, grpo = (
+        json.loads((out / "eval" / r / "scores.json").read_text()) for r in ("base", "grpo")
+    )
     assert base["n"] == grpo["n"] >= 200
     p_base = two_proportion_p(grpo["correct"], grpo["n"], base["correct"], base["n"])
     p_chance = one_sided_binomial_p(grpo["correct"], grpo["n"], 0.5)

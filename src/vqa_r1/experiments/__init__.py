@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vqa_r1 import output_dir as folders
 from vqa_r1.errors import UserError
-from vqa_r1.experiments import drivingvqa, prompt_tuning, sim2real, text_bias
+from vqa_r1.experiments import demo, drivingvqa, prompt_tuning, sim2real, text_bias
 from vqa_r1.experiments.builder import Builder, split_overrides
 from vqa_r1.experiments.spec import list_specs, load_spec
 from vqa_r1.io import atomic_write_json
@@ -25,6 +25,7 @@ from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
 from vqa_r1.typed_config import to_dict
 
 PLANNERS = {
+    "demo": demo.plan,
     "text-bias": text_bias.plan,
     "sim2real": sim2real.plan,
     "drivingvqa": drivingvqa.plan,
@@ -75,6 +76,7 @@ def header(b: Builder) -> dict:
         "spec": to_dict(b.spec),
         "data": b.notes,
         "tables": b.tables,
+        "plots": b.plots,
     }
 
 

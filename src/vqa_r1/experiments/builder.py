@@ -69,6 +69,7 @@ class Builder:
     steps: list[Step] = field(default_factory=list)
     prep: list[DataPrep] = field(default_factory=list)
     tables: list[dict] = field(default_factory=list)
+    plots: list[dict] = field(default_factory=list)  # plots of runs, not of a table's rows
     notes: list[str] = field(default_factory=list)  # what was (or would be) prepared
 
     def __post_init__(self) -> None:
@@ -324,6 +325,10 @@ class Builder:
 
     def declare_table(self, table: dict) -> None:
         self.tables.append(table)
+
+    def declare_plot(self, plot: dict) -> None:
+        """A plot drawn from runs' metrics (``rewards``: GRPO reward curves of ``steps``)."""
+        self.plots.append(plot)
 
 
 def is_done(verb: str, run_dir: Path) -> bool:

@@ -15,7 +15,8 @@ from vqa_r1.errors import UserError
 from vqa_r1.typed_config import build, load_mapping, option, parse_overrides
 
 SPEC_DIR = Path(__file__).parent / "specs"
-Kind = Literal["text-bias", "sim2real", "drivingvqa", "prompt-tuning"]
+Kind = Literal["demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning"]
+DEMO_ROWS = ("base", "sft", "grpo", "sft+grpo")
 
 
 def _levels(value: object) -> object:
@@ -75,9 +76,18 @@ class ExperimentSpec:
     prompt_modes: list[str] = option(
         default_factory=lambda: ["answer", "reasoning"], help="prompt-tuning: modes compared"
     )
+    rows: list[str] = option(
+        default_factory=lambda: list(DEMO_ROWS),
+        help=f"demo: the rows trained and evaluated, of {', '.join(DEMO_ROWS)}",
+    )
     settings: VerbSettings = field(default_factory=VerbSettings)
 
     def __post_init__(self) -> None:
+        wrong = [r for r in self.rows if r not in DEMO_ROWS]
+        if wrong or not self.rows:
+            raise UserError(
+                f"experiment.rows: unknown {wrong or 'empty'}; choose from {', '.join(DEMO_ROWS)}"
+            )
         unknown = [m for m in self.methods if m not in ("sft", "grpo")]
         if unknown:
             raise UserError(f"experiment.methods: unknown {unknown}; choose from sft, grpo")

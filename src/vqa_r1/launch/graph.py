@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,6 +392,7 @@ def run_here(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
                 return Outcome(0, "local", jobs)
         else:
             print(f"{position} {step.name}: local job {job.job_id}", flush=True)
+        started = time.monotonic()
         try:
             result = wait_local(job)
         except KeyboardInterrupt:  # the job got the Ctrl-C too, and records how it ended
@@ -417,7 +419,10 @@ def run_here(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
             return Outcome(130, "local", jobs)
         step.state = "COMPLETED"
         write_state(graph, "local", command)
-        print(f"{'' if single else '  '}{step.name} finished: {summarise(result)}", flush=True)
+        took = f" in {time.monotonic() - started:.0f} s"
+        print(
+            f"{'' if single else '  '}{step.name} finished{took}: {summarise(result)}", flush=True
+        )
     if not single:
         print(local_verdict(graph, failed))
     return Outcome(1 if failed else 0, "local", jobs)
@@ -436,6 +441,10 @@ def local_verdict(graph: Graph, failed: list[str]) -> str:
 
 
 def summarise(result: Any) -> str:
+    if isinstance(result, dict) and "written" in result:  # a tables step (report/experiment.py)
+        return (
+            f"{len(result['written'])} files written, {result.get('missing_rows', 0)} rows missing"
+        )
     if isinstance(result, dict):
         keys = ("state", "global_step", "accuracy", "exit_code")
         return ", ".join(f"{k}={result[k]}" for k in keys if k in result) or str(result)[:200]

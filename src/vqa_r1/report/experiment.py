@@ -16,8 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
-from vqa_r1.metrics import trend_test, two_proportion_p, two_sided
-from vqa_r1.report.plots import plot_accuracy_bars, plot_accuracy_trend, plot_all_runs
+from vqa_r1.metrics import one_sided_binomial_p, trend_test, two_proportion_p, two_sided
+from vqa_r1.report.plots import (
+    plot_accuracy_bars,
+    plot_accuracy_trend,
+    plot_all_runs,
+    plot_reward_curves,
+)
 from vqa_r1.report.tables import write_table
 
 EXPERIMENT_FILE = "experiment.json"
@@ -149,6 +154,14 @@ def versus_column(rows: list[dict], test: dict) -> tuple[str, list[float | None]
     return name, values
 
 
+def chance_column(rows: list[dict]) -> list[float | None]:
+    """Exact one-sided binomial p of each row's accuracy above chance (0.5: every item is a true
+    or false claim)."""
+    return [
+        one_sided_binomial_p(r["correct"], r["n"], 0.5) if _has_counts(r) else None for r in rows
+    ]
+
+
 def trend_rows(rows: list[dict], test: dict) -> list[dict]:
     """Cochran-Armitage trend of accuracy over ``x`` within each value of ``within``."""
     out = []
@@ -194,6 +207,8 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
             columns[name] = values
         elif test["kind"] == "trend":
             tests += trend_rows(rows, test)
+        elif test["kind"] == "chance":
+            columns["p vs chance (one-sided)"] = chance_column(rows)
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
     frame = pd.DataFrame([{k: v for k, v in r.items() if k != "_per_relation"} for r in rows])
@@ -279,6 +294,11 @@ def build_report(root: str | Path) -> dict:
         for plot in table.get("plots", []):
             paths.append(draw(frame, plot, root / "plots", table.get("title", "")))
         written += [str(p.relative_to(root)) for p in paths]
+    for plot in experiment.get("plots", []):
+        if plot.get("kind") != "rewards":
+            raise UserError(f"{root / EXPERIMENT_FILE}: unknown plot kind {plot.get('kind')!r}")
+        runs = {Path(step).name: root / step for step in plot["steps"]}
+        written.append(str(plot_reward_curves(runs, root / plot["file"]).relative_to(root)))
     written += [str(p.relative_to(root)) for p in plot_all_runs(root)]
     return {"written": sorted(written), "missing_rows": missing}
 

@@ -280,6 +280,27 @@ def plot_training(run_dir: str | Path, png: str | Path) -> Path:
         return _save_png(fig, png)
 
 
+def plot_reward_curves(runs: dict[str, Path], png: str | Path) -> Path:
+    """Every reward component per step, one panel per GRPO run side by side (the demo's
+    GRPO-from-base against SFT-then-GRPO), on one 0-1 scale so the panels compare."""
+    loaded = {name: load_metrics(Path(run) / "metrics.jsonl") for name, run in runs.items()}
+    if not any(_reward_names(records) for records in loaded.values()):
+        return _message_png(png, "Rewards", "no GRPO step logged a reward yet")
+    with _pinned_style():
+        fig = _new_figure(5.0 * len(loaded), 3.6)
+        axes = fig.subplots(1, len(loaded), squeeze=False)[0]
+        for ax, (name, records) in zip(axes, loaded.items(), strict=True):
+            for reward in _reward_names(records):
+                label = reward.removesuffix("_reward").replace("_", " ") + " reward"
+                _line(ax, records, f"rewards/{reward}/mean", label)
+            ax.set(title=f"GRPO: {name}", xlabel="step", ylabel="mean reward", ylim=(-0.02, 1.02))
+            ax.grid(True, alpha=0.3)
+            if ax.get_lines():
+                ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        return _save_png(fig, png)
+
+
 def find_run_dirs(root: str | Path) -> list[Path]:
     """Run directories under ``root`` (itself included): folders holding metrics.jsonl and
     config.yaml. Hidden folders (atomic-write temporaries) are skipped; sorted for stable output."""
