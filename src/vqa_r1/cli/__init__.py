@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from vqa_r1.errors import UserError, unwritable_message
+from vqa_r1.cli.common import exit_status
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -73,19 +73,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    try:
-        return int(args._run(args) or 0)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `vqa-r1 ... | head`: the reader left; not an error of ours
-        sys.stderr.close()
-        return 0
-    except OSError as err:  # a read-only output folder: one line, not a traceback
-        if (message := unwritable_message(err)) is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: args._run(args))
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vqa_r1.config import RunConfig
+from vqa_r1.errors import UserError, unwritable_message
 from vqa_r1.typed_config import help_text
 
 if TYPE_CHECKING:  # the launcher's planning imports half the package: `vqa-r1 data` needs none
@@ -188,3 +191,21 @@ def run_spec(args: argparse.Namespace, verb: str) -> RunSpec:
         adapter=getattr(args, "adapter", None),
         init_adapter=getattr(args, "init_adapter", None),
     )
+
+
+def exit_status(run: Callable[[], int | None]) -> int:
+    """``run``'s exit status; bad input and an unwritable folder are one line on stderr (2), a
+    reader that left (`... | head`) is no error of ours (0)."""
+    try:
+        return int(run() or 0)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except OSError as err:  # a read-only output folder: one line, not a traceback
+        if (message := unwritable_message(err)) is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 2

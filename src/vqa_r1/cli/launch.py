@@ -30,10 +30,10 @@ from vqa_r1.cli.common import (
     add_recipe_argument,
     add_run_arguments,
     add_set_argument,
+    exit_status,
     run_spec,
 )
 from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args
-from vqa_r1.errors import UserError, unwritable_message
 from vqa_r1.judge.job import server_setup_lines
 from vqa_r1.launch import graph
 from vqa_r1.launch import monitor as m
@@ -123,12 +123,18 @@ def add_chain_and_monitor_verbs(sub) -> None:
     add_output_dir_argument(p, "run directory", "runs/merge-<model>-<time>")
     add_job_arguments(p)
     for verb, text in (
-        ("status", "state of the jobs of a run, sweep or pipeline folder, or of a job id"),
+        (
+            "status",
+            "state of the jobs of a launch folder (run, sweep, pipeline, experiment, "
+            "demo) or of a job id",
+        ),
         ("logs", "tail of a job's submitit stdout (or stderr)"),
-        ("cancel", "cancel the unfinished jobs of a run, sweep or pipeline, or a job id"),
+        ("cancel", "cancel the unfinished jobs of a launch folder, or a job id"),
     ):
         p = sub.add_parser(verb, help=text)
-        p.add_argument("target", metavar="RUN_DIR|PIPELINE_DIR|SWEEP_DIR|JOB_ID")
+        p.add_argument(
+            "target", metavar="FOLDER|JOB_ID", help="a run directory or any launch's folder"
+        )
         if verb == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
         if verb == "logs":
@@ -272,35 +278,29 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     command = shlex.join(["slurm/launch.py", *argv])
-    try:
-        if args.verb in MONITOR_VERBS:
-            return monitor(args)
-        job = job_options(args)
-        if args.verb == "experiment":
-            from vqa_r1.experiments import run_experiment
+    return exit_status(lambda: launch(args, command))
 
-            return run_experiment(
-                args.name, args.model, list(args.overrides), args.output_dir, job, command
-            )
-        g, config = plan_launch(args, Planner(job))
-        if job.dry_run:
-            return print_dry_run(g, config, job)
-        if args.verb == "doctor":
-            outcome = graph.launch(g, command, no_wait=True)
-            record = m.read_jobs(g.root)[-1] if outcome.jobs else None
-            if outcome.jobs and not job.no_wait:
-                job_ = outcome.jobs["doctor"]
-                return doctor_result(job_, m.log_path(record, stderr=True))
-            return outcome.code
-        return graph.launch(g, command, no_wait=job.no_wait).code
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # a read-only output folder: one line, not a traceback
-        if (message := unwritable_message(err)) is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+
+def launch(args: argparse.Namespace, command: str) -> int:
+    if args.verb in MONITOR_VERBS:
+        return monitor(args)
+    job = job_options(args)
+    if args.verb == "experiment":
+        from vqa_r1.experiments import run_experiment
+
+        return run_experiment(
+            args.name, args.model, list(args.overrides), args.output_dir, job, command
+        )
+    g, config = plan_launch(args, Planner(job))
+    if job.dry_run:
+        return print_dry_run(g, config, job)
+    if args.verb == "doctor":
+        outcome = graph.launch(g, command, no_wait=True)
+        if outcome.jobs and not job.no_wait:
+            record = m.read_jobs(g.root)[-1]
+            return doctor_result(outcome.jobs["doctor"], m.log_path(record, stderr=True))
+        return outcome.code
+    return graph.launch(g, command, no_wait=job.no_wait).code
 
 
 def print_dry_run(g: graph.Graph, config: Any, job: JobOptions) -> int:
