@@ -1,7 +1,8 @@
 """Typed run configuration: what one SFT, GRPO, evaluation or merge run does.
 
-A recipe (``src/vqa_r1/recipes/<family>/<size>_<verb>.yaml``, see vqa_r1.recipes) holds every
-setting of a run; the command line only picks the recipe and overrides single keys. The resolved
+A recipe (the tier's defaults plus the model's overlays in ``src/vqa_r1/recipes/``, see
+vqa_r1.recipes) holds every setting of a run; the command line only picks the recipe and
+overrides single keys. The resolved
 config is written into the run directory, so a run can always be reproduced and a requeued job
 reads exactly what was submitted. Fields handed to TRL or transformers carry their names and
 meanings (``num_train_epochs``, ``per_device_train_batch_size``, ``save_steps`` < 1 as a fraction

@@ -51,7 +51,9 @@ def add_recipe_argument(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument(
         "--recipe",
         default=None,
-        help=f"recipe name or YAML path (default: <family>/<size>_{verb} in src/vqa_r1/recipes)",
+        help=f"another model's recipe by name (<family>/<size>_{verb}), or a YAML file applied on "
+        "top of the model's own (default: the model's own; `vqa-r1 config --model M --verb V` "
+        "shows it and where each value comes from)",
     )
 
 
