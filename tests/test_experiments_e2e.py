@@ -43,9 +43,7 @@ def experiment(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[st
 
 
 def states(root: Path) -> dict[str, str]:
-    return {
-        s["name"]: s["state"] for s in json.loads((root / "experiment.json").read_text())["steps"]
-    }
+    return {s["name"]: s["state"] for s in json.loads((root / "launch.json").read_text())["steps"]}
 
 
 def test_text_bias_runs_as_a_chain_resumes_and_lands_as_tables(tmp_path):
@@ -138,9 +136,9 @@ def test_prompt_tuning_compares_each_mode_with_the_base_model(tmp_path):
     root = tmp_path / "prompt-tuning"
     experiment(
         "prompt-tuning", "--model", MODEL, "--output-dir", str(root),
-        "--set", "prompt-tune:max_steps=3",
-        "--set", "prompt-tune:eval_limit=8",
-        "--set", "prompt-tune:max_new_tokens=64",
+        "--set", "prompt-tune:train.max_steps=3",
+        "--set", "prompt-tune:eval.limit=8",
+        "--set", "prompt-tune:eval.max_new_tokens=64",
     )  # fmt: skip
     assert set(states(root).values()) == {"COMPLETED"}
     assert (root / "runs/prompt-reasoning/final").is_dir()

@@ -39,7 +39,7 @@ def launch(*args: str) -> str:
 
 
 def steps(root: Path) -> dict[str, dict]:
-    return {s["name"]: s for s in json.loads((root / "experiment.json").read_text())["steps"]}
+    return {s["name"]: s for s in json.loads((root / "launch.json").read_text())["steps"]}
 
 
 def test_an_experiment_runs_as_dependent_jobs_and_a_relaunch_reuses_queued_ones(
