@@ -77,7 +77,7 @@ def test_configuration_reference_is_generated_from_the_field_metadata():
     assert (REPO / "docs" / "configuration.md").read_text() == out.stdout, (
         "docs/configuration.md is stale: regenerate with `vqa-r1 config --markdown`"
     )
-    for key in ("train.per_device_train_batch_size", "max_time", "judge_model", "steps"):
+    for key in ("train.per_device_train_batch_size", "max_time", "judge_model", "max_steps"):
         assert f"`{key}`" in out.stdout
 
 

@@ -58,11 +58,16 @@ def test_unknown_experiment_names_the_declared_ones():
 
 def test_overrides_split_into_every_verb_one_verb_and_the_spec():
     per_verb, spec = split_overrides(
-        ["train.seed=3", "grpo:train.max_steps=5", "prompt-tune:max_steps=2", "experiment.x=1"]
+        [
+            "train.seed=3",
+            "grpo:train.max_steps=5",
+            "prompt-tune:train.max_steps=2",
+            "experiment.x=1",
+        ]
     )
     assert per_verb["sft"] == ["train.seed=3"]
     assert per_verb["grpo"] == ["train.seed=3", "train.max_steps=5"]
-    assert per_verb["prompt_tune"] == ["train.seed=3", "max_steps=2"]
+    assert per_verb["prompt_tune"] == ["train.seed=3", "train.max_steps=2"]
     assert spec == ["x=1"]
     with pytest.raises(UserError, match="not a verb"):
         split_overrides(["ppo:train.seed=1"])
@@ -366,7 +371,7 @@ def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, caps
     record = (root / "experiment.json").read_bytes()
     assert "settings" in json.loads(record)["steps"][0]
     plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # unchanged: fine
-    for change in ("prompt-tune:learning_rate=0.5", "prompt-tune:eval_limit=3"):
+    for change in ("prompt-tune:train.learning_rate=0.5", "prompt-tune:eval.limit=3"):
         args = ["experiment", "prompt-tuning", "--model", "tiny-qwen2.5-vl", "--set", change]
         assert launch_main([*args, "--output-dir", str(root), "--dry-run"]) == 2
         err = capsys.readouterr().err

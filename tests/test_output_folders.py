@@ -36,13 +36,14 @@ GRPO_SETS = [
 EVAL_SETS = ["--limit", "2", "--batch-size", "2", "--set", "eval.max_new_tokens=4"]
 PT_SETS = [
     "--model", "tiny-qwen2.5-vl-pretrained", "--mode", "answer",
-    "--set", "data.synthetic_train=64", "--set", "eval_limit=4", "--set", "batch_size=4",
-    "--set", "max_steps=1", "--set", "save_steps=1",
+    "--set", "data.synthetic_train=64", "--set", "eval.limit=4",
+    "--set", "train.per_device_train_batch_size=4", "--set", "train.max_steps=1",
+    "--set", "train.save_steps=1",
 ]  # fmt: skip
 PRETRAIN_SETS = [
     "--family", "qwen2.5-vl",
-    *[x for s in ("steps=1", "examples=8", "save_steps=1", "eval_examples=1", "hidden=32",
-                  "layers=1", "batch_size=2") for x in ("--set", s)],
+    *[x for s in ("max_steps=1", "examples=8", "save_steps=1", "eval_examples=1", "hidden=32",
+                  "layers=1", "per_device_train_batch_size=2") for x in ("--set", s)],
 ]  # fmt: skip
 GEN = ["--train", "4", "--validation", "2", "--test", "2"]
 

@@ -26,6 +26,7 @@ from vqa_r1.data.curriculum import (
 from vqa_r1.data.prompts import REASONING_INSTRUCTION
 from vqa_r1.models.loading import PRETRAINED_DIR
 from vqa_r1.models.registry import MODELS, PRETRAINED
+from vqa_r1.train.pretrain import read_record
 
 SHIPPED = list(PRETRAINED.values())
 
@@ -169,8 +170,8 @@ def test_shipped_model_loads_and_answers_in_the_format(name):
     folder = PRETRAINED_DIR / name
     weights = folder / "model.safetensors"
     assert weights.exists() and weights.stat().st_size < 30e6
-    record = json.loads((folder / "pretrain.json").read_text())
-    assert record["complete"] and record["global_step"] == record["config"]["steps"]
+    record = read_record(folder / "pretrain.json")
+    assert record["complete"] and record["global_step"] == record["config"]["max_steps"]
     card = (folder / "README.md").read_text()
     assert "vqa-r1 pretrain --family" in card and f"{record['train_seconds'] / 60:.1f} min" in card
     loaded = load_model(ModelConfig(name=name))
@@ -188,6 +189,23 @@ def _card_command(name: str) -> list[str]:
     return shlex.split(line)[1:]
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_record_loads_and_its_card_command_gives_its_settings(name):
+    """The shipped pretrain.json files were written when the keys were ``steps`` and
+    ``batch_size``; read under today's names they still build a PretrainConfig, the card is what
+    today's code writes from them, and the card's command sets exactly those settings."""
+    from vqa_r1.train.pretrain import PretrainConfig, config_from_overrides, model_card
+    from vqa_r1.typed_config import build
+
+    record = read_record(PRETRAINED_DIR / name / "pretrain.json")
+    assert "steps" not in record["config"] and "batch_size" not in record["config"]
+    recorded = build(PretrainConfig, record["config"])
+    assert (PRETRAINED_DIR / name / "README.md").read_text() == model_card(record)
+    args = _card_command(name)
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    assert config_from_overrides(args[args.index("--family") + 1], sets) == recorded
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED[:1])
 def test_card_command_reproduces_the_shipped_run(tmp_path, name):
@@ -202,8 +220,8 @@ def test_card_command_reproduces_the_shipped_run(tmp_path, name):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    prefix = json.loads((tmp_path / "model" / "work" / "prefix.json").read_text())
-    shipped = json.loads((PRETRAINED_DIR / name / "pretrain.json").read_text())
+    prefix = read_record(tmp_path / "model" / "work" / "prefix.json")
+    shipped = read_record(PRETRAINED_DIR / name / "pretrain.json")
     assert prefix["config"] == shipped["config"]
     assert len(prefix["loss_curve"]) == 3
     for (step, loss), (step0, loss0) in zip(
@@ -244,7 +262,8 @@ def test_pretrain_dry_run_writes_nothing_and_bad_settings_fail_first(tmp_path):
 def test_local_pretrain_job_writes_a_model_with_its_card(tmp_path):
     """The launcher face, locally, on a small run of a non-Qwen family (text-only rows mixed in)."""
     out = tmp_path / "model"
-    small = ["steps=6", "examples=96", "save_steps=3", "eval_examples=4", "hidden=64", "layers=2"]
+    small = ["max_steps=6", "examples=96", "save_steps=3", "eval_examples=4", "hidden=64"]
+    small += ["layers=2"]
     sets = [x for s in small for x in ("--set", s)]
     done = _launch(
         "pretrain", "--family", "smolvlm", "--out", str(out), "--executor", "local", *sets
@@ -254,7 +273,7 @@ def test_local_pretrain_job_writes_a_model_with_its_card(tmp_path):
     assert record["complete"] and record["global_step"] == 6
     assert set(record["readout"]) == set(TASKS)
     card = (out / "README.md").read_text()
-    assert "--set steps=6" in card and "--family smolvlm" in card
+    assert "--set max_steps=6" in card and "--family smolvlm" in card
     assert (out / "model.safetensors").exists() and (out / "loss_curve.png").exists()
     assert not (out / "work").exists()
 

@@ -177,11 +177,11 @@ SMALL = [
     "--set",
     "data.synthetic_train=64",
     "--set",
-    "eval_limit=8",
+    "eval.limit=8",
     "--set",
-    "batch_size=4",
+    "train.per_device_train_batch_size=4",
     "--set",
-    "logging_steps=1",
+    "train.logging_steps=1",
 ]
 
 
@@ -194,7 +194,7 @@ def test_cli_run_writes_adapter_and_scores_and_resumes(tmp_path, capsys):
     keys = {"accuracy", "accuracy_ci_95", "f1_weighted", "n", "correct", "per_relation"}
     keys |= {"format_rate", "mode", "model", "split"}
     common = ["--model", "tiny-qwen2.5-vl-pretrained", "--mode", "answer", *SMALL]
-    common += ["--set", "max_steps=4", "--set", "save_steps=2"]
+    common += ["--set", "train.max_steps=4", "--set", "train.save_steps=2"]
 
     whole = tmp_path / "whole"
     assert _cli(*common, "--output-dir", str(whole)) == 0
@@ -231,15 +231,15 @@ def _per_step(run_dir):
 # 12 training rows in batches of 4: 3 steps an epoch, so checkpoint-4 is a step into epoch 1 and
 # a run resumed there crosses the boundary into epoch 2 (at step 6) before it ends at step 8
 RESUMED = [
-    "model=tiny-qwen2.5-vl-pretrained",
+    "model.name=tiny-qwen2.5-vl-pretrained",
     "mode=answer",
     "data.synthetic_train=64",
     "data.num_samples=12",
-    "batch_size=4",
-    "max_steps=8",
-    "save_steps=4",
-    "logging_steps=1",
-    "eval_limit=4",
+    "train.per_device_train_batch_size=4",
+    "train.max_steps=8",
+    "train.save_steps=4",
+    "train.logging_steps=1",
+    "eval.limit=4",
 ]
 
 
@@ -427,7 +427,7 @@ def test_a_slurm_job_checkpoints_at_a_step_boundary_and_requeues(
 @pytest.mark.slow
 def test_cli_reasoning_mode_generates(tmp_path):
     out = tmp_path / "r"
-    argv = ["--mode", "reasoning", *SMALL, "--set", "max_steps=2", "--set", "eval_limit=4"]
+    argv = ["--mode", "reasoning", *SMALL, "--set", "train.max_steps=2", "--set", "eval.limit=4"]
     assert _cli(*argv, "--output-dir", str(out)) == 0
     scores = json.loads((out / "eval" / "scores.json").read_text())
     assert scores["mode"] == "reasoning" and scores["n"] == 4
@@ -467,3 +467,118 @@ def test_help_lists_every_key(capsys):
         assert f"  {key} (" in out
     assert "data.synthetic_train (int, default 4000)" in out
     assert {f.name for f in dataclasses.fields(PromptTuneConfig)} >= {"mode", "init", "data"}
+
+
+# the keys as prompt-tune wrote them before they took the run config's names (issue 18)
+OLD_NAMES = {
+    "model.name": "model",
+    "model.path": "model_path",
+    "model.device": "device",
+    "train.learning_rate": "learning_rate",
+    "train.warmup_steps": "warmup_steps",
+    "train.max_steps": "max_steps",
+    "train.per_device_train_batch_size": "batch_size",
+    "train.save_steps": "save_steps",
+    "train.logging_steps": "logging_steps",
+    "train.seed": "seed",
+    "train.num_threads": "num_threads",
+    "eval.split": "eval_split",
+    "eval.limit": "eval_limit",
+    "eval.batch_size": "eval_batch_size",
+    "eval.max_new_tokens": "max_new_tokens",
+    "eval.answer_rule": "answer_rule",
+}
+RECORDED = "results/experiments/prompt-tuning-tiny-qwen2.5-vl-pretrained/runs/prompt-answer"
+
+
+def _in_old_names(cfg) -> dict:
+    """``cfg`` as prompt-tune recorded it before the renames: one flat mapping but ``data``."""
+    from vqa_r1.typed_config import to_dict
+
+    new = to_dict(cfg)
+    old = {k: v for k, v in new.items() if k not in ("model", "train", "eval")}
+    for section in ("model", "train", "eval"):
+        old.update({OLD_NAMES[f"{section}.{k}"]: v for k, v in new[section].items()})
+    return old
+
+
+def test_a_config_recorded_under_the_old_key_names_loads_under_the_new_ones():
+    """The committed study run's config.yaml (written as ``model``, ``batch_size``,
+    ``eval_split``, ...; kept as the record it is) reads as today's config."""
+    from pathlib import Path
+
+    import yaml
+
+    from vqa_r1.output_dir import renamed_settings
+    from vqa_r1.train.prompt_tuning import PromptTuneConfig
+    from vqa_r1.typed_config import build
+
+    repo = Path(__file__).resolve().parents[1]
+    old = yaml.safe_load((repo / RECORDED / "config.yaml").read_text())
+    assert {"model", "batch_size", "eval_split", "num_threads"} <= set(old)
+    cfg = build(PromptTuneConfig, renamed_settings("prompt-tune", old))
+    assert cfg.model.name == "tiny-qwen2.5-vl-pretrained" and cfg.model.path is None
+    assert cfg.train.per_device_train_batch_size == 16 and cfg.train.max_steps == 600
+    assert cfg.train.learning_rate == 0.03 and cfg.train.num_threads == 1
+    assert cfg.eval.split == "test" and cfg.eval.batch_size == 32 and cfg.eval.limit is None
+    assert cfg.mode == "answer" and cfg.data.synthetic_train == 4000
+
+
+def test_a_run_recorded_under_the_old_key_names_resumes_and_other_settings_are_refused(
+    tmp_path,
+):
+    """A run folder from before the renames (its marker and config.yaml in the old names)
+    resumes under the same settings typed in the new names; other settings are still refused."""
+    import yaml
+
+    from vqa_r1 import output_dir
+    from vqa_r1.errors import UserError
+    from vqa_r1.run_dir import RunDir
+    from vqa_r1.train.prompt_tuning import _check_same_run
+    from vqa_r1.typed_config import build, to_dict
+
+    cfg = _resumed_config()
+    old = _in_old_names(cfg)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / output_dir.MARKER).write_text(json.dumps({"verb": "prompt-tune", "settings": old}))
+    (run / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    assert output_dir.renamed_settings("prompt-tune", old) == to_dict(cfg)
+    assert output_dir.check(run, "prompt-tune", to_dict(cfg)) == output_dir.RESUME
+    _check_same_run(RunDir(run), cfg)
+    evaluated = build(cfg, {"eval": {"limit": 2}, "model": {"device": "cpu"}})
+    _check_same_run(RunDir(run), evaluated)  # evaluation settings may differ on resume
+    other = build(cfg, {"train": {"per_device_train_batch_size": 2}})
+    with pytest.raises(output_dir.FolderRefused, match="train.per_device_train_batch_size"):
+        output_dir.check(run, "prompt-tune", to_dict(other))
+    with pytest.raises(UserError, match=r"other settings \(train.per_device_train_batch_size\)"):
+        _check_same_run(RunDir(run), other)
+
+
+def test_an_experiment_recorded_under_the_old_key_names_relaunches(tmp_path):
+    """experiment.json's step settings and a run's config.yaml from before the renames: the
+    same re-launch is not refused, another one is."""
+    import yaml
+
+    from vqa_r1.errors import UserError
+    from vqa_r1.experiments import declare, plan_experiment
+    from vqa_r1.launch.plan import JobOptions
+
+    job = JobOptions(executor="local")
+    root = tmp_path / "exp"
+    plan = plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)
+    declare(plan)
+    record = json.loads((root / "experiment.json").read_text())
+    for step in record["steps"]:
+        if "settings" in step:
+            step["settings"] = {OLD_NAMES.get(k, k): v for k, v in step["settings"].items()}
+    assert "batch_size" in record["steps"][0]["settings"]
+    (root / "experiment.json").write_text(json.dumps(record))
+    tuned = next(s for s in plan.steps if s.name == "runs/prompt-answer")
+    tuned.run_dir.mkdir(parents=True, exist_ok=True)
+    old = _in_old_names(tuned.request.task.config)
+    (tuned.run_dir / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # the same: fine
+    with pytest.raises(UserError, match="train.learning_rate"):
+        other = ["prompt-tune:train.learning_rate=0.5"]
+        plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", other, str(root), job)

@@ -12,7 +12,8 @@ data bias, experiment, pipeline and sweep roots). A folder is
 
 ``--overwrite`` never deletes: the old folder is renamed to a dated sibling (``DIR.old-<time>``)
 and the command says so. Folders made before the marker existed are recognised by the files their
-verb writes (``LEGACY``), so an old run still resumes.
+verb writes (``LEGACY``), so an old run still resumes. Settings recorded under keys that have
+since been renamed (``RENAMED``) are read under their new names, so such a run resumes too.
 
 One writer (``FolderLock``): ``LOCK`` is created with ``O_EXCL`` before anything is written and
 removed at exit; it holds the pid, host, SLURM job and start time, and its mtime is the heartbeat
@@ -60,6 +61,55 @@ LEGACY = (
     ("final/prompt_tuning.json", "prompt-tune"),
 )
 _OURS = {MARKER, LOCK}
+# keys renamed since runs recorded them (issue 18: one vocabulary, the run config's and TRL's
+# names): a verb's old top-level key -> its name now (``section.key``: moved into a section).
+# Folders, run configs and records written before the renames hold the old names; they are read
+# with ``renamed_settings`` so that a run still resumes and a shipped record still loads.
+_PROMPT_TUNE_RENAMED = {
+    "model": "model.name",  # first: "model" was the name, now it is the section
+    "model_path": "model.path",
+    "device": "model.device",
+    "learning_rate": "train.learning_rate",
+    "warmup_steps": "train.warmup_steps",
+    "max_steps": "train.max_steps",
+    "batch_size": "train.per_device_train_batch_size",
+    "save_steps": "train.save_steps",
+    "logging_steps": "train.logging_steps",
+    "seed": "train.seed",
+    "num_threads": "train.num_threads",
+    "eval_split": "eval.split",
+    "eval_limit": "eval.limit",
+    "eval_batch_size": "eval.batch_size",
+    "max_new_tokens": "eval.max_new_tokens",
+    "answer_rule": "eval.answer_rule",
+}
+RENAMED: dict[str, dict[str, str]] = {
+    "pretrain": {"steps": "max_steps", "batch_size": "per_device_train_batch_size"},
+    "prompt-tune": _PROMPT_TUNE_RENAMED,
+    "prompt-tune --base": _PROMPT_TUNE_RENAMED,
+}
+
+
+def renamed_settings(verb: str, settings: Any) -> Any:
+    """``settings`` recorded by ``verb`` with the keys renamed since (``RENAMED``) under their
+    names now; settings already in the new names come back equal. Also reads a record flattened
+    one level (``data.dataset`` as one key): the old keys are all top-level."""
+    renames = RENAMED.get(verb)
+    if not renames or not isinstance(settings, dict):
+        return settings
+    out = dict(settings)
+    for old, new in renames.items():
+        if old not in out or isinstance(out[old], dict):
+            continue  # absent, or already the section of that name
+        value = out.pop(old)
+        *sections, key = new.split(".")
+        node = out
+        for section in sections:
+            child = node.get(section)
+            node[section] = dict(child) if isinstance(child, dict) else {}
+            node = node[section]
+        node[key] = value
+    return out
 
 
 class FolderRefused(UserError):
@@ -210,7 +260,7 @@ def check(
         raise FolderRefused(
             f"{root} holds {_a(marker['verb'])} run, not {verb}; {_fix(flag, root)}"
         )
-    old = marker.get("settings")
+    old = renamed_settings(verb, marker.get("settings"))
     if old is None and verb in ("data generate", "data bias"):  # rewriting it would replace all
         raise FolderRefused(
             f"{root} holds a dataset made before vqa-r1 recorded its settings; {_fix(flag, root)}"
@@ -595,6 +645,7 @@ __all__ = [
     "mark_file_complete",
     "move_aside",
     "remove_temporaries",
+    "renamed_settings",
     "writing",
     "writing_file",
 ]

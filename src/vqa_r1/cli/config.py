@@ -16,12 +16,14 @@ from vqa_r1.errors import UserError
 from vqa_r1.judge.job import JudgeJobConfig
 from vqa_r1.launch.clusters import ClusterProfile
 from vqa_r1.train.pretrain import PretrainConfig
+from vqa_r1.train.prompt_tuning import PromptTuneConfig
 from vqa_r1.typed_config import describe, help_text, markdown_table
 
 DEFAULT_MODEL = "tiny-qwen2.5-vl"  # the run commands' default model
 SECTIONS = {
     "run": (RunConfig, "Run configuration: recipes and `--set` of sft, grpo, evaluate"),
     "pretrain": (PretrainConfig, "Pretraining: `vqa-r1 pretrain --set KEY=VALUE`"),
+    "prompt-tune": (PromptTuneConfig, "Prompt tuning: `vqa-r1 prompt-tune --set KEY=VALUE`"),
     "cluster": (ClusterProfile, "Cluster profiles: `slurm/clusters/NAME.yaml`"),
     "judge": (JudgeJobConfig, "Judge jobs: the options of `vqa-r1 judge run`"),
 }

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "pretrain") -> No
         help="model folder to write (weights, processor, card); resumes if it holds a partial run",
     )
     add_overwrite_argument(parser, "--out")
-    add_set_argument(parser, "override a pretraining key, e.g. --set steps=3000 (keys below)")
+    add_set_argument(parser, "override a pretraining key, e.g. --set max_steps=3000 (keys below)")
     parser.epilog = "pretraining keys (--set KEY=VALUE):\n" + help_text(PretrainConfig)
     parser.add_argument(
         "--stop-after",

@@ -14,7 +14,7 @@ from vqa_r1.typed_config import help_text, to_dict
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") -> None:
     from vqa_r1.train.prompt_tuning import PromptTuneConfig
 
-    parser.add_argument("--model", default=None, help="registered model name (key model)")
+    parser.add_argument("--model", default=None, help="registered model name (key model.name)")
     parser.add_argument(
         "--mode", default=None, help="answer or reasoning (key mode; default answer)"
     )
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") ->
         help="stop after N steps of the same run (a killed run); run again to resume",
     )
     add_overwrite_argument(parser)
-    add_set_argument(parser, "override a key, e.g. --set max_steps=300 (keys below)")
+    add_set_argument(parser, "override a key, e.g. --set train.max_steps=300 (keys below)")
     parser.epilog = "prompt-tuning keys (--set KEY=VALUE):\n" + help_text(PromptTuneConfig)
 
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging()
     overrides = list(args.overrides)
     if args.model is not None:
-        overrides.append(f"model={args.model}")
+        overrides.append(f"model.name={args.model}")
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     cfg = config_from_overrides(overrides)

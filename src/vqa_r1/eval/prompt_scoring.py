@@ -59,9 +59,9 @@ def load_prompt(adapter_dir: str | Path) -> Any:
 def _load(config: Any) -> Any:
     from vqa_r1.config import ModelConfig
 
-    device = resolve_device(getattr(config, "device", "auto"), "device")
+    device = resolve_device(config.model.device)
     loaded = load_model(
-        ModelConfig(name=config.model, path=config.model_path, dtype="float32"), device=device
+        ModelConfig(name=config.model.name, path=config.model.path, dtype="float32"), device=device
     )
     loaded.model.eval()
     return loaded
@@ -87,7 +87,7 @@ def evaluate_prompt(
     import torch
     from PIL import Image
 
-    torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(config.train.num_threads)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     prompt = load_prompt(adapter) if adapter else None
@@ -95,15 +95,15 @@ def evaluate_prompt(
     vp = VirtualPromptModel(loaded, config.data.instruction)
     split = config.split
     ds = open_split(config.data, split)
-    if config.eval_limit:
-        ds = ds.select(range(min(config.eval_limit, len(ds))))
+    if config.eval.limit:
+        ds = ds.select(range(min(config.eval.limit, len(ds))))
     questions = [problem_text(c) for c in ds["caption"]]
     paths, labels = ds["image_path"], ds["label"]
     texts: list[str] = []
     logits: list[list[float]] = []
     bar = _progress(len(questions), f"evaluate {config.mode}", progress)
     started = time.perf_counter()
-    size = config.eval_batch_size
+    size = config.eval.batch_size
     for start in range(0, len(questions), size):
         images = [Image.open(p).convert("RGB") for p in paths[start : start + size]]
         chunk = questions[start : start + size]
@@ -112,7 +112,7 @@ def evaluate_prompt(
             texts += [solution_text(int(s)) for s in said]
             logits += pair
         else:
-            texts += vp.generate(images, chunk, prompt, config.max_new_tokens)
+            texts += vp.generate(images, chunk, prompt, config.eval.max_new_tokens)
         bar(len(images))
     seconds = time.perf_counter() - started
     records = [
@@ -124,13 +124,13 @@ def evaluate_prompt(
         for lbl, text, caption in zip(labels, texts, ds["caption"], strict=True)
     ]
     relations = ds["relation"] if "relation" in ds.column_names else None
-    rule = "robust" if config.mode == "answer" else config.answer_rule
+    rule = "robust" if config.mode == "answer" else config.eval.answer_rule
     scores = score_responses(records, rule, relations)
     if config.mode == "answer":
         scores["format_rate"] = None  # nothing generated: see the module docstring
     scores.update(
         mode=config.mode,
-        model=config.model,
+        model=config.model.name,
         split=split,
         prompt=str(adapter) if adapter else None,
         num_virtual_tokens=int(prompt.shape[0]) if prompt is not None else 0,

@@ -28,6 +28,7 @@ from vqa_r1.launch.plan import (
 )
 from vqa_r1.launch.submit import LaunchRequest, Resources
 from vqa_r1.launch.task import PromptTuneTask, TablesTask
+from vqa_r1.output_dir import renamed_settings
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import RunDir
 from vqa_r1.train.merge import merged_dir
@@ -193,13 +194,16 @@ class Builder:
         self.steps.append(step)
         return step
 
-    def check_relaunch(self, name: str, settings: dict) -> None:
+    def check_relaunch(self, name: str, settings: dict, renamed: str | None = None) -> None:
         """A re-launch must plan each step with the settings the previous launch recorded: a
         complete step is skipped, so other settings would put its old results under the new
-        command (and experiment.json would claim the new settings made them)."""
+        command (and experiment.json would claim the new settings made them). ``renamed``: the
+        verb whose renamed keys (output_dir.RENAMED) an older record may hold."""
         before = self.previous.get(name, {}).get("settings")
         if before is None:  # a new step, or a launch from before settings were recorded
             return
+        if renamed:
+            before = step_settings(renamed_settings(renamed, before))
         differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
         if differ:
             shown = ", ".join(f"{k} ({before.get(k)!r} -> {settings.get(k)!r})" for k in differ[:4])
@@ -260,9 +264,9 @@ class Builder:
         from vqa_r1.train.prompt_tuning import config_from_overrides
 
         items = [
-            f"model={self.model}",
+            f"model.name={self.model}",
             f"mode={mode}",
-            f"eval_split={self.spec.eval_split}",
+            f"eval.split={self.spec.eval_split}",
             *self.spec.settings.prompt_tune,
             *self.overrides["prompt_tune"],
         ]
@@ -272,13 +276,13 @@ class Builder:
         self.planner.check_model_available(self.config("sft"))
         run_dir = self.root / name
         verb = "prompt_base" if base else "prompt_tune"
+        tuned_verb = "prompt-tune --base" if base else "prompt-tune"
         settings = step_settings(to_dict(config))
-        self.check_relaunch(name, settings)
+        self.check_relaunch(name, settings, renamed=tuned_verb)
         if (run_dir / "config.yaml").exists():  # the training run's own record of its settings
             check_same_prompt_config(run_dir, settings)
         r = self.config("sft").resources
         gpus = self.job.gpus if self.job.gpus is not None else r.gpus
-        tuned_verb = "prompt-tune --base" if base else "prompt-tune"
         request = LaunchRequest(
             PromptTuneTask(str(run_dir), config=config, base=base),
             Resources(gpus=gpus, nodes=1, time=self.job.time or r.time, mem_gb=r.mem_gb),
@@ -363,7 +367,8 @@ def check_same_prompt_config(run_dir: Path, settings: dict) -> None:
     """A prompt-tuning run directory is resumed (or skipped as complete) only under its settings."""
     import yaml
 
-    old = step_settings(yaml.safe_load((run_dir / "config.yaml").read_text()) or {})
+    recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    old = step_settings(renamed_settings("prompt-tune", recorded))  # a run of before the renames
     differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
     if differ:
         raise UserError(

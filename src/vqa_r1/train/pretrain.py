@@ -53,15 +53,21 @@ class PretrainConfig:
     layers: int = option(4, help="language-model layers", minimum=1)
     vocab: int = option(1024, help="tokenizer vocabulary size", minimum=1)
     examples: int = option(80000, help="curriculum examples generated", minimum=1)
-    steps: int = option(2500, help="optimizer steps", minimum=1)
-    batch_size: int = option(32, help="examples per step", minimum=1)
-    learning_rate: float = option(5e-4, help="peak learning rate")
+    max_steps: int = option(2500, help="optimizer steps (TrainingArguments)", minimum=1)
+    per_device_train_batch_size: int = option(
+        32, help="examples per step (TrainingArguments; one process)", minimum=1
+    )
+    learning_rate: float = option(5e-4, help="peak learning rate (TrainingArguments)")
     warmup_steps: float = option(0.05, help="warm-up steps; a float < 1 is a fraction of all steps")
     weight_decay: float = option(0.0, help="TrainingArguments")
     lr_scheduler_type: str = option("cosine", help="transformers scheduler name")
-    logging_steps: int = option(10, help="loss-curve interval", minimum=1)
-    save_steps: int = option(500, help="checkpoint interval in steps", minimum=1)
-    num_threads: int = option(1, help="torch CPU threads", minimum=1)
+    logging_steps: int = option(10, help="loss-curve interval (TrainingArguments)", minimum=1)
+    save_steps: int = option(
+        500, help="checkpoint interval in steps (TrainingArguments)", minimum=1
+    )
+    num_threads: int = option(
+        1, help="torch CPU threads (the run config's train.num_threads)", minimum=1
+    )
     eval_examples: int = option(
         200, help="held-out examples per task for the card's read-out accuracy", minimum=1
     )
@@ -159,6 +165,18 @@ def pretrain_settings(cfg: PretrainConfig) -> dict:
     return {k: v for k, v in asdict(cfg).items() if k != "num_threads"}
 
 
+def read_record(path: str | Path) -> dict:
+    """A ``pretrain.json`` (or ``work/prefix.json``) with its ``config`` in today's key names.
+
+    The shipped models' records were written before ``steps`` and ``batch_size`` took the
+    TrainingArguments names ``max_steps`` and ``per_device_train_batch_size`` (issue 18); their
+    files stay as written (a record of the run), and are read under the new names here
+    (output_dir.RENAMED) so that ``build(PretrainConfig, record["config"])`` still loads them."""
+    record = json.loads(Path(path).read_text())
+    record["config"] = output_dir.renamed_settings("pretrain", record.get("config"))
+    return record
+
+
 def pretrain(
     cfg: PretrainConfig, out_dir: str | Path, stop_after: int | None = None, quiet: bool = False
 ) -> dict:
@@ -171,7 +189,7 @@ def pretrain(
         record_file = Path(out_dir) / "pretrain.json"
         if state == output_dir.COMPLETE and record_file.exists():
             log.info("%s: a complete pretraining run with these settings: nothing to do", out_dir)
-            return {**json.loads(record_file.read_text()), "already_complete": True}
+            return {**read_record(record_file), "already_complete": True}
         record = _pretrain(cfg, out_dir, stop_after, quiet)
         if record.get("complete"):
             output_dir.mark_complete(out_dir)
@@ -201,8 +219,8 @@ def _pretrain(
     rows = build_rows(cfg, adapter)
     args = SFTConfig(
         output_dir=str(work / "checkpoints"),
-        max_steps=cfg.steps,
-        per_device_train_batch_size=cfg.batch_size,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
         learning_rate=cfg.learning_rate,
         warmup_steps=cfg.warmup_steps,  # a float < 1 is a fraction of the steps
         lr_scheduler_type=cfg.lr_scheduler_type,
@@ -237,7 +255,7 @@ def _pretrain(
     ]
     record = {
         "config": asdict(cfg),
-        "complete": trainer.state.global_step >= cfg.steps,
+        "complete": trainer.state.global_step >= cfg.max_steps,
         "global_step": trainer.state.global_step,
         "device": device,
         "train_seconds": round(seconds, 1),
@@ -384,7 +402,7 @@ by scene fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer
 {card_command(cfg)}
 ```
 
-Seeds: model init, curriculum and data order {cfg.seed}. {cfg.steps} steps at batch {cfg.batch_size}
+Seeds: model init, curriculum and data order {cfg.seed}. {cfg.max_steps} steps at batch {cfg.per_device_train_batch_size}
 over {cfg.examples} examples, lr {cfg.learning_rate} ({cfg.lr_scheduler_type}, warm-up
 {cfg.warmup_steps}), {cfg.num_threads} thread. Wall time {record["train_seconds"] / 60:.1f} min on
 the reference machine (2 CPU cores). Versions: {", ".join(f"{k} {v}" for k, v in record["versions"].items())}.

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import yaml
 
-from vqa_r1.config import DEVICE_HELP, DataConfig
+from vqa_r1.config import DEVICE_HELP, DataConfig, EvalConfig
 from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.errors import UserError
@@ -55,6 +55,7 @@ from vqa_r1.models.device import check_device_setting, resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.virtual_prompt import VirtualPromptModel, check_family
+from vqa_r1.output_dir import renamed_settings
 from vqa_r1.run_dir import RunDir, checkpoint_step
 from vqa_r1.typed_config import build, option, parse_overrides, to_dict
 
@@ -80,11 +81,54 @@ class PromptTuneData(DataConfig):
 
 
 @dataclass
-class PromptTuneConfig:
-    """One prompt-tuning run: training, then evaluation of the learned prompt."""
+class PromptTuneModel:
+    """The run config's ``model.*`` keys that prompt tuning reads (the model is frozen and loaded
+    in float32, so ModelConfig's training and image keys would mean nothing here)."""
 
-    model: str = option("tiny-qwen2.5-vl-pretrained", help="registered model name (set by --model)")
-    model_path: str | None = option(None, help="a local model folder overriding the registry's")
+    name: str = option(
+        "tiny-qwen2.5-vl-pretrained", help="registered model name (`vqa-r1 models`; --model)"
+    )
+    path: str | None = option(None, help="a local model folder overriding the registry's hub id")
+    device: str = option("auto", help=DEVICE_HELP)
+
+
+@dataclass
+class PromptTuneTrain:
+    """The run config's ``train.*`` keys that prompt tuning uses: TrainingArguments names."""
+
+    learning_rate: float = option(3e-2, help="peak learning rate (AdamW; TrainingArguments)")
+    warmup_steps: float = option(0.05, help="warm-up steps; a float < 1 is a fraction of max_steps")
+    max_steps: int = option(
+        600, help="optimizer steps (about 60-90 s on one thread for the default model)", minimum=1
+    )
+    per_device_train_batch_size: int = option(
+        16, help="examples per step (TrainingArguments; one process)", minimum=1
+    )
+    save_steps: int = option(50, help="checkpoint interval in steps", minimum=1)
+    logging_steps: int = option(10, help="metrics.jsonl interval in steps", minimum=1)
+    seed: int = option(0, help="prompt init and data-order seed")
+    num_threads: int = option(1, help="torch CPU threads", minimum=1)
+
+
+@dataclass
+class PromptTuneEval(EvalConfig):
+    """vqa_r1.config.EvalConfig (the same ``eval.*`` keys) with prompt tuning's defaults."""
+
+    split: str | None = option(
+        None, help="split evaluated; none: data.eval_split (validation). Report on test"
+    )
+    batch_size: int = option(32, help="evaluation batch size", minimum=1)
+    max_new_tokens: int = option(128, help="reasoning mode: new tokens per answer", minimum=1)
+    answer_rule: str = option("robust", help="reasoning mode: how answers are read (answers.py)")
+
+
+@dataclass
+class PromptTuneConfig:
+    """One prompt-tuning run: training, then evaluation of the learned prompt. The keys shared
+    with the run config (vqa_r1.config.RunConfig) have its names: ``model.name``,
+    ``train.per_device_train_batch_size``, ``eval.limit``, ``data.*``, ...; the prompt's own keys
+    are top-level."""
+
     mode: Mode = option(
         "answer",
         help="answer: answer-only targets, scored by P(True) vs P(False); reasoning: "
@@ -97,42 +141,29 @@ class PromptTuneConfig:
     init_text: str = option(
         "Look at the image and check the statement.", help="init=text: the initial prompt"
     )
-    learning_rate: float = option(3e-2, help="peak learning rate (AdamW)")
-    warmup_steps: float = option(0.05, help="warm-up steps; a float < 1 is a fraction of max_steps")
-    max_steps: int = option(
-        600, help="optimizer steps (about 60-90 s on one thread for the default model)", minimum=1
-    )
-    batch_size: int = option(16, help="examples per step", minimum=1)
-    save_steps: int = option(50, help="checkpoint interval in steps", minimum=1)
-    logging_steps: int = option(10, help="metrics.jsonl interval in steps", minimum=1)
-    seed: int = option(0, help="prompt init and data-order seed")
+    model: PromptTuneModel = field(default_factory=PromptTuneModel)
     data: PromptTuneData = field(default_factory=PromptTuneData)
-    eval_split: str | None = option(
-        None, help="split evaluated; none: data.eval_split (validation). Report on test"
-    )
-    eval_limit: int | None = option(
-        None, help="evaluate the first N examples only (at least 1); none: every example", minimum=1
-    )
-    eval_batch_size: int = option(32, help="evaluation batch size", minimum=1)
-    max_new_tokens: int = option(128, help="reasoning mode: new tokens per answer", minimum=1)
-    answer_rule: str = option("robust", help="reasoning mode: how answers are read (answers.py)")
-    num_threads: int = option(1, help="torch CPU threads", minimum=1)
-    device: str = option("auto", help=DEVICE_HELP)
+    train: PromptTuneTrain = field(default_factory=PromptTuneTrain)
+    eval: PromptTuneEval = field(default_factory=PromptTuneEval)
 
     @property
     def split(self) -> str:
-        return self.eval_split or self.data.eval_split
+        return self.eval.split or self.data.eval_split
 
 
-# keys that do not change what is trained: a resumed run may differ in these
-EVAL_ONLY_KEYS = (
-    "eval_split",
-    "eval_limit",
-    "eval_batch_size",
-    "max_new_tokens",
-    "answer_rule",
-    "device",
-)
+def trained_settings(config: dict) -> dict:
+    """What decides the trained prompt, flattened to ``section.key``: a config (``to_dict``, or a
+    run's config.yaml, old key names read as today's) without the keys that only say how the
+    prompt is evaluated and where the model runs (``eval.*``, ``model.device``): a resumed run
+    may differ in those."""
+    config = renamed_settings("prompt-tune", config)
+    flat: dict = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return {k: v for k, v in flat.items() if not k.startswith("eval.") and k != "model.device"}
 
 
 def config_from_overrides(overrides: list[str] | None) -> PromptTuneConfig:
@@ -142,11 +173,11 @@ def config_from_overrides(overrides: list[str] | None) -> PromptTuneConfig:
 
 
 def validate(cfg: PromptTuneConfig) -> None:
-    spec = get_spec(cfg.model)
+    spec = get_spec(cfg.model.name)
     check_family(spec.family)
-    if cfg.learning_rate <= 0:
-        raise UserError("learning_rate must be positive")
-    check_device_setting(cfg.device, "device")
+    if cfg.train.learning_rate <= 0:
+        raise UserError("train.learning_rate must be positive")
+    check_device_setting(cfg.model.device)
     if cfg.init == "text" and not cfg.init_text.strip():
         raise UserError("init_text must not be empty when init=text")
     if cfg.data.dataset != "synthetic" and not Path(cfg.data.dataset).exists():
@@ -158,8 +189,8 @@ def load_base(cfg: PromptTuneConfig) -> Any:
     from vqa_r1.config import ModelConfig
 
     loaded = load_model(
-        ModelConfig(name=cfg.model, path=cfg.model_path, dtype="float32"),
-        device=resolve_device(cfg.device, "device"),
+        ModelConfig(name=cfg.model.name, path=cfg.model.path, dtype="float32"),
+        device=resolve_device(cfg.model.device),
     )
     loaded.model.eval()
     for param in loaded.model.parameters():
@@ -174,8 +205,8 @@ def target_text(row: dict, cfg: PromptTuneConfig) -> str:
 
 
 def warmup_count(cfg: PromptTuneConfig) -> int:
-    w = cfg.warmup_steps
-    return int(round(w * cfg.max_steps)) if 0 < w < 1 else int(w)
+    w = cfg.train.warmup_steps
+    return int(round(w * cfg.train.max_steps)) if 0 < w < 1 else int(w)
 
 
 def make_peft_model(loaded: Any, cfg: PromptTuneConfig) -> Any:
@@ -197,7 +228,7 @@ def make_peft_model(loaded: Any, cfg: PromptTuneConfig) -> Any:
         token_dim=embeddings.weight.shape[1],
         **kwargs,
     )
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.train.seed)
     peft_model = get_peft_model(loaded.model, peft_cfg)
     weight = prompt_weight(peft_model)
     if cfg.init == "random":
@@ -220,9 +251,9 @@ def _check_same_run(rd: RunDir, cfg: PromptTuneConfig) -> None:
     """A run directory is resumed only by the run that made it (eval settings may differ)."""
     if not rd.config.exists():
         return
-    old = yaml.safe_load(rd.config.read_text()) or {}
-    new = to_dict(cfg)
-    differ = sorted(k for k in new if k not in EVAL_ONLY_KEYS and old.get(k) != new[k])
+    old = trained_settings(yaml.safe_load(rd.config.read_text()) or {})
+    new = trained_settings(to_dict(cfg))
+    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if differ:
         raise UserError(
             f"{rd.root} holds a prompt-tuning run with other settings ({', '.join(differ)}); "
@@ -279,19 +310,19 @@ def training_arguments(cfg: PromptTuneConfig, rd: RunDir, device: str) -> Any:
 
     args = TrainingArguments(
         output_dir=str(rd.checkpoints),
-        max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
+        max_steps=cfg.train.max_steps,
+        per_device_train_batch_size=cfg.train.per_device_train_batch_size,
+        learning_rate=cfg.train.learning_rate,
         lr_scheduler_type="linear",
         warmup_steps=warmup_count(cfg),
         weight_decay=0.0,
         max_grad_norm=0.0,  # no clipping
         optim="adamw_torch",
         save_strategy="steps",
-        save_steps=cfg.save_steps,
-        logging_steps=cfg.logging_steps,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
+        save_steps=cfg.train.save_steps,
+        logging_steps=cfg.train.logging_steps,
+        seed=cfg.train.seed,
+        data_seed=cfg.train.seed,
         remove_unused_columns=False,  # the collator reads image_path, caption, label, ...
         dataloader_num_workers=0,
         use_cpu=device == "cpu",
@@ -382,7 +413,7 @@ def train_prompt(
     from vqa_r1.train.callbacks import StopAfter, StopOnInterrupt
     from vqa_r1.train.runner import fit, mark_running, mark_stopped, resume_point
 
-    torch.set_num_threads(cfg.num_threads)
+    torch.set_num_threads(cfg.train.num_threads)
     rd = RunDir(Path(run_dir))
     if (rd.final / RECORD_FILE).exists():
         _check_same_run(rd, cfg)
@@ -404,7 +435,7 @@ def train_prompt(
     vp = VirtualPromptModel(loaded, cfg.data.instruction)
     peft_model = make_peft_model(loaded, cfg)
     started = time.perf_counter()
-    if start >= cfg.max_steps:
+    if start >= cfg.train.max_steps:
         # killed after its last checkpoint, before final/: nothing left to train (the Trainer,
         # resumed there, would train one step past max_steps)
         from peft import set_peft_model_state_dict
@@ -418,7 +449,7 @@ def train_prompt(
         )
         interrupt = StopOnInterrupt(sigterm=sigterm_stops)
         extra = [*callbacks, interrupt]
-        if stop_after is not None and stop_after < cfg.max_steps:
+        if stop_after is not None and stop_after < cfg.train.max_steps:
             extra.append(StopAfter(stop_after))
         trainer = build_trainer(cfg, rd, vp, peft_model, rows, extra)
         use_cache = getattr(loaded.model.config, "use_cache", None)
@@ -443,7 +474,7 @@ def train_prompt(
 def _record(cfg: PromptTuneConfig, rd: RunDir, step: int, start: int, seconds: float) -> dict:
     return {
         "config": to_dict(cfg),
-        "complete": step >= cfg.max_steps,
+        "complete": step >= cfg.train.max_steps,
         "global_step": step,
         "resumed_from": start,
         "train_seconds": round(seconds, 1),
