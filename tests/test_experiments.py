@@ -20,6 +20,7 @@ from vqa_r1.report.experiment import build_report, build_table
 
 STUDY = ["--model", "qwen2.5-vl-3b", "--cluster", "study-12h", "--dry-run"]
 EXPECTED_STEPS = {
+    "demo": 8,  # sft, grpo, sft-then-grpo, 4 evaluations (base and each), tables
     "text-bias": 18,  # base + 4 levels x 2 methods x (train, evaluate) + tables
     "sim2real": 15,  # base on 2 domains + 2 methods x 2 domains x (train + 2 evaluations) + tables
     "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
@@ -28,7 +29,8 @@ EXPECTED_STEPS = {
 
 
 def test_every_declared_spec_loads():
-    assert set(list_specs()) == {"text-bias", "sim2real", "drivingvqa", "prompt-tuning"}
+    assert set(list_specs()) == {"demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning"}
+    assert load_spec("demo").rows == ["base", "sft", "grpo", "sft+grpo"]
     spec = load_spec("text-bias")
     assert spec.bias_levels == ["none", "0.627", "0.69", "0.997"]  # the study's levels
     assert spec.methods == ["sft", "grpo"]
@@ -52,7 +54,7 @@ def test_bad_spec_overrides_are_clear_errors(overrides, message):
 
 
 def test_unknown_experiment_names_the_declared_ones():
-    with pytest.raises(UserError, match="declared are drivingvqa, prompt-tuning, sim2real"):
+    with pytest.raises(UserError, match="declared are demo, drivingvqa, prompt-tuning, sim2real"):
         load_spec("sim-to-real")
 
 
