@@ -19,15 +19,10 @@ from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
 from vqa_r1.launch.graph import Step
 from vqa_r1.launch.plan import (
-    OFFLINE_SETUP,
     JobOptions,
     Planner,
-    claimer,
-    folder_check,
     route_overrides,
 )
-from vqa_r1.launch.submit import LaunchRequest, Resources
-from vqa_r1.launch.task import PromptTuneTask, TablesTask
 from vqa_r1.output_dir import renamed_settings
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import RunDir
@@ -281,27 +276,9 @@ class Builder:
         self.check_relaunch(name, settings, renamed=tuned_verb)
         if (run_dir / "config.yaml").exists():  # the training run's own record of its settings
             check_same_prompt_config(run_dir, settings)
-        r = self.config("sft").resources
-        gpus = self.job.gpus if self.job.gpus is not None else r.gpus
-        request = LaunchRequest(
-            PromptTuneTask(str(run_dir), config=config, base=base),
-            Resources(gpus=gpus, nodes=1, time=self.job.time or r.time, mem_gb=r.mem_gb),
-            self.job.executor,
-            self.job.cluster,
-            f"vqa-r1-{self.name}-{verb.replace('_', '-')}",
-            self.job.dry_run,
-            summary=[
-                f"# vqa-r1 prompt-tune --model {self.model} --mode {mode} ({name})",
-                f"# settings: {to_dict(config)}",
-            ],
-            setup=[OFFLINE_SETUP],
-            max_requeues=self.job.max_requeues,
-            snapshot=self.job.snapshot,
-            # the job's run_prompt_tuning / run_base claims the folder with this verb: the
-            # submission (jobs/) must find it claimed, or the job would refuse its own folder
-            folder_state=folder_check(run_dir, tuned_verb, to_dict(config), self.job),
-            prepare=claimer(run_dir, tuned_verb, to_dict(config), self.job.overwrite),
-        )
+        job_name = f"vqa-r1-{self.name}-{verb.replace('_', '-')}"
+        resources = self.config("sft").resources
+        request = self.planner.prompt_tune_request(config, run_dir, base, resources, job_name, name)
         step = Step(name, run_dir, request, [], done=is_done(verb, run_dir))
         step.info = {"verb": verb, "labels": {"mode": mode, "base": base}, "settings": settings}
         self.steps.append(step)
@@ -310,17 +287,7 @@ class Builder:
     def add_tables_step(self) -> Step:
         """Tables and plots after every other step, whatever their outcome (a failed condition
         shows as a missing row, not as a missing report)."""
-        request = LaunchRequest(
-            TablesTask(str(self.root)),
-            Resources(gpus=0, nodes=1, time="00:30:00", mem_gb=8),
-            self.job.executor,
-            self.job.cluster,
-            f"vqa-r1-{self.name}-tables",
-            self.job.dry_run,
-            summary=[f"# vqa-r1 tables {self.root}"],
-            max_requeues=self.job.max_requeues,
-            snapshot=self.job.snapshot,
-        )
+        request = self.planner.tables_request(self.root, f"vqa-r1-{self.name}-tables")
         others = [s.name for s in self.steps]
         step = Step("tables", self.root / "tables", request, others, after_any=True)
         step.info = {"verb": "tables"}

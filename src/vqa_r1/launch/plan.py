@@ -23,7 +23,7 @@ import yaml
 
 from vqa_r1 import output_dir
 from vqa_r1.clock import run_stamp
-from vqa_r1.config import RunConfig, run_settings, save_config
+from vqa_r1.config import ResourceConfig, RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import load_split, release_options
 from vqa_r1.errors import UserError
 from vqa_r1.judge.job import JudgeJobConfig, judge_settings
@@ -36,7 +36,14 @@ from vqa_r1.launch.distributed import (
 )
 from vqa_r1.launch.doctor import constraints_file
 from vqa_r1.launch.submit import LaunchRequest, Resources, default_cluster
-from vqa_r1.launch.task import DoctorTask, JudgeTask, PretrainTask, task_for
+from vqa_r1.launch.task import (
+    DoctorTask,
+    JudgeTask,
+    PretrainTask,
+    PromptTuneTask,
+    TablesTask,
+    task_for,
+)
 from vqa_r1.models.loading import (
     cached_snapshot,
     check_adapter_base,
@@ -47,6 +54,8 @@ from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import resolve_adapter
 from vqa_r1.train.pretrain import PretrainConfig, pretrain_settings
+from vqa_r1.train.prompt_tuning import PromptTuneConfig
+from vqa_r1.typed_config import to_dict
 
 MERGE_TIME = "01:00:00"
 DOCTOR_MINUTES = 10  # the checks take about a minute; the limit must outlast the warning signal
@@ -321,6 +330,55 @@ class Planner:
             snapshot=job.snapshot,
         )
         return request, out
+
+    def prompt_tune_request(
+        self,
+        config: PromptTuneConfig,
+        run_dir: Path,
+        base: bool,
+        resources: ResourceConfig,
+        job_name: str,
+        label: str,
+    ) -> LaunchRequest:
+        """prompt-tune (``base``: the base model scored the same way) with the resources of the
+        model's SFT recipe (the same model is loaded and trained)."""
+        job = self.job
+        verb = "prompt-tune --base" if base else "prompt-tune"
+        gpus = job.gpus if job.gpus is not None else resources.gpus
+        settings = to_dict(config)
+        return LaunchRequest(
+            PromptTuneTask(str(run_dir), config=config, base=base),
+            Resources(gpus=gpus, nodes=1, time=job.time or resources.time, mem_gb=resources.mem_gb),
+            job.executor,
+            job.cluster,
+            job_name,
+            job.dry_run,
+            summary=[
+                f"# vqa-r1 {verb} --model {config.model.name} --mode {config.mode} ({label})",
+                f"# settings: {settings}",
+            ],
+            setup=[OFFLINE_SETUP],
+            max_requeues=job.max_requeues,
+            snapshot=job.snapshot,
+            # the job's run_prompt_tuning / run_base claims the folder with this verb: the
+            # submission (jobs/) must find it claimed, or the job would refuse its own folder
+            folder_state=folder_check(run_dir, verb, settings, job),
+            prepare=claimer(run_dir, verb, settings, job.overwrite),
+        )
+
+    def tables_request(self, root: Path, job_name: str) -> LaunchRequest:
+        """An experiment's tables and plots (report/experiment.py): no GPU, half an hour."""
+        return LaunchRequest(
+            TablesTask(str(root)),
+            Resources(gpus=0, nodes=1, time="00:30:00", mem_gb=8),
+            self.job.executor,
+            self.job.cluster,
+            job_name,
+            self.job.dry_run,
+            summary=[f"# vqa-r1 tables {root}"],
+            max_requeues=self.job.max_requeues,
+            snapshot=self.job.snapshot,
+        )
 
     def check_dataset(self, config: RunConfig, verb: str) -> None:
         """The split a job reads, schema and every image, checked here and not after the queue wait.
