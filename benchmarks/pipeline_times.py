@@ -32,7 +32,9 @@ def _run(cmd: list[str], cwd: Path) -> float:
 def run(quick: bool, repeats: int) -> Result:
     """One demo and one suite run (``repeats`` does not apply: each takes minutes in full)."""
     demo_args = (
-        ["--rows", "base,grpo", "--split", "validation", "--grpo-steps", "5"] if quick else []
+        ["--rows", "base,grpo", "--split", "validation", "--set", "grpo:train.max_steps=5"]
+        if quick
+        else []
     )
     suite_args = (
         ["tests/test_answers.py", "tests/test_rewards.py"]
@@ -41,7 +43,8 @@ def run(quick: bool, repeats: int) -> Result:
     )
     with tempfile.TemporaryDirectory(prefix="vqa-r1-bench-demo-") as tmp:
         demo_s = _run([sys.executable, "-m", "vqa_r1", "demo", "--out", tmp, *demo_args], REPO)
-        stages = json.loads((Path(tmp) / "results.json").read_text())["seconds"]
+        steps = json.loads((Path(tmp) / "launch.json").read_text())["steps"]
+        stages = {step["name"]: step["seconds"] for step in steps}  # each step's local job
     if not (REPO / "tests").is_dir():
         raise UserError(f"P6 needs the test suite of a checkout; {REPO / 'tests'} is missing")
     suite_s = _run([sys.executable, "-m", "pytest", "-q", *suite_args], REPO)

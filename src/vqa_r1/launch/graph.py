@@ -68,6 +68,7 @@ class Step:
     done: bool | None = None  # complete from an earlier launch; None: what the request found
     job_id: str | None = None
     state: str | None = None  # NOT RUN / RUNNING / COMPLETED / FAILED / DONE EARLIER / SUBMITTED
+    seconds: float | None = None  # how long its local job took (the demo's stage times)
     info: dict[str, Any] = field(default_factory=dict)  # recorded in launch.json as is
 
     def __post_init__(self) -> None:
@@ -186,6 +187,7 @@ def write_state(graph: Graph, executor: str, command: str) -> None:
             "after_any": s.after_any,
             "job_id": s.job_id,
             "state": s.state,
+            "seconds": s.seconds,
             **s.info,
         }
         for s in graph.steps
@@ -395,6 +397,7 @@ def run_here(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
         started = time.monotonic()
         try:
             result = wait_local(job)
+            step.seconds = round(time.monotonic() - started, 1)
         except KeyboardInterrupt:  # the job got the Ctrl-C too, and records how it ended
             step.state = "INTERRUPTED"
             write_state(graph, "local", command)
@@ -419,7 +422,7 @@ def run_here(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
             return Outcome(130, "local", jobs)
         step.state = "COMPLETED"
         write_state(graph, "local", command)
-        took = f" in {time.monotonic() - started:.0f} s"
+        took = f" in {step.seconds:.0f} s"
         print(
             f"{'' if single else '  '}{step.name} finished{took}: {summarise(result)}", flush=True
         )
