@@ -171,6 +171,34 @@ class Builder:
         items = [*getattr(self.spec.settings, key), *self.overrides[key], *(extra or [])]
         return load_config(verb, self.model, None, items)
 
+    # ------------------------------------------------------------------------- seeds
+    def seeds(self, verb: str) -> list[int | None]:
+        """The training seeds of each condition trained with ``verb``: ``[None]`` with
+        ``experiment.seeds=1`` (the recipe's seed, folders as before seeds existed), else the
+        recipe's ``train.seed`` (after --set) and the next ``seeds - 1`` integers."""
+        if self.spec.seeds == 1:
+            return [None]
+        base = self.config(verb).train.seed
+        return [base + k for k in range(self.spec.seeds)]
+
+    @staticmethod
+    def seeded(name: str, seed: int | None) -> str:
+        """A step's folder for one seed: ``runs/grpo`` -> ``runs/grpo/seed-43`` (unchanged for
+        ``None``, the single-seed layout)."""
+        return name if seed is None else f"{name}/seed-{seed}"
+
+    @staticmethod
+    def seed_override(seed: int | None) -> list[str]:
+        return [] if seed is None else [f"train.seed={seed}"]
+
+    def seed_row(self, row: dict, steps: dict[int | None, str]) -> dict:
+        """A table row of a trained condition: its one evaluation step (a single seed, as before
+        seeds existed), or one per seed (``seeds``: the report's mean, spread and seed-aware
+        test come from them)."""
+        if list(steps) == [None]:
+            return {**row, "step": steps[None]}
+        return {**row, "seeds": [{"seed": s, "step": step} for s, step in steps.items()]}
+
     # ------------------------------------------------------------------------- steps
     def _add(self, name: str, verb: str, config: RunConfig, adapter: str | None, after, info):
         run_dir = self.root / name

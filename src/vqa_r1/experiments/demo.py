@@ -13,25 +13,39 @@ from vqa_r1.experiments.builder import Builder
 def plan(b: Builder) -> None:
     spec = b.spec
     data = b.source_dataset()
-    runs = {}
-    if "sft" in spec.rows or "sft+grpo" in spec.rows:
-        runs["sft"] = b.train("runs/sft", "sft", data, {"model": "sft"})
-    if "grpo" in spec.rows:
-        runs["grpo"] = b.train("runs/grpo", "grpo", data, {"model": "grpo"})
-    if "sft+grpo" in spec.rows:
-        sft = runs["sft"]
-        runs["sft+grpo"] = b.train(
-            "runs/sft+grpo",
-            "grpo",
-            data,
-            {"model": "sft+grpo"},
-            init_adapter=str(sft.run_dir / "final"),
-            after=(sft.name,),
-        )
+    trained = [row for row in spec.rows if row != "base"]
+    runs: dict[tuple[str, int | None], object] = {}
+    # with experiment.seeds=N every trained row runs once per seed (SFT then GRPO continues the
+    # SFT run of the same seed); the base row is greedy decoding of one model: evaluated once
+    for seed in b.seeds("sft") if trained else []:
+        extra = b.seed_override(seed)
+        if "sft" in spec.rows or "sft+grpo" in spec.rows:
+            runs["sft", seed] = b.train(
+                b.seeded("runs/sft", seed), "sft", data, {"model": "sft"}, extra=extra
+            )
+        if "grpo" in spec.rows:
+            runs["grpo", seed] = b.train(
+                b.seeded("runs/grpo", seed), "grpo", data, {"model": "grpo"}, extra=extra
+            )
+        if "sft+grpo" in spec.rows:
+            sft = runs["sft", seed]
+            runs["sft+grpo", seed] = b.train(
+                b.seeded("runs/sft+grpo", seed),
+                "grpo",
+                data,
+                {"model": "sft+grpo"},
+                init_adapter=str(sft.run_dir / "final"),
+                after=(sft.name,),
+                extra=extra,
+            )
     rows = []
     for row in spec.rows:
-        b.evaluate(f"eval/{row}", data, {"model": row}, runs.get(row))
-        rows.append({"step": f"eval/{row}", "labels": {"model": row}})
+        steps = {}
+        for seed in [None] if row == "base" else b.seeds("sft"):
+            name = b.seeded(f"eval/{row}", seed)
+            b.evaluate(name, data, {"model": row}, runs.get((row, seed)))
+            steps[seed] = name
+        rows.append(b.seed_row({"labels": {"model": row}}, steps))
     tests: list[dict] = [{"kind": "chance"}]
     if "base" in spec.rows:
         tests.append({"kind": "versus", "reference": {"model": "base"}})
@@ -45,6 +59,10 @@ def plan(b: Builder) -> None:
             "plots": [{"kind": "bars", "group": "model", "file": "accuracy.png"}],
         }
     )
-    grpo = [runs[name].name for name in ("grpo", "sft+grpo") if name in runs and name in spec.rows]
+    grpo = [
+        step.name
+        for (name, _), step in runs.items()
+        if name in ("grpo", "sft+grpo") and name in spec.rows
+    ]
     if grpo:
         b.declare_plot({"kind": "rewards", "steps": grpo, "file": "reward_curve.png"})

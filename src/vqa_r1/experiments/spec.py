@@ -80,9 +80,18 @@ class ExperimentSpec:
         default_factory=lambda: list(DEMO_ROWS),
         help=f"demo: the rows trained and evaluated, of {', '.join(DEMO_ROWS)}",
     )
+    seeds: int = option(
+        1,
+        help="training runs per condition, with train.seed = the recipe's seed, +1, ... (each "
+        "in its own seed-S folder, evaluated on its own); evaluation-only conditions (greedy "
+        "decoding, deterministic) run once",
+        minimum=1,
+    )
     settings: VerbSettings = field(default_factory=VerbSettings)
 
     def __post_init__(self) -> None:
+        if self.seeds < 1:  # also when built without the typed loader
+            raise UserError(f"experiment.seeds must be at least 1, not {self.seeds}")
         wrong = [r for r in self.rows if r not in DEMO_ROWS]
         if wrong or not self.rows:
             raise UserError(
