@@ -43,16 +43,23 @@ OVERRIDES = [
     "train.reward_funcs=[mp_rewards:e_share]",  # dense: rewards and gradients differ per step
     "train.reward_weights=[1.0]",
     "train.temperature=4.0",  # the pretrained tiny model is peaked: groups need varied samples
+    # one group per rank and half the groups flat (below): rounds of refills that both ranks must
+    # take together, and draws that a resumed run must repeat
+    "train.dynamic_sampling=true",
 ]
 # the share of "e" in a completion varies between samples, so the sampling RNG of each rank and
-# every update show in the per-step metrics (the tiny model's answers earn no accuracy reward)
+# every update show in the per-step metrics (the tiny model's answers earn no accuracy reward);
+# the prompts whose answer is False earn 0 throughout: groups without variance
 REWARDS = textwrap.dedent(
     """
     from vqa_r1.rewards import completion_text
 
-    def e_share(completions, **_):
+    def e_share(completions, solution, **_):
         texts = [completion_text(c) for c in completions]
-        return [t.count("e") / max(1, len(t)) for t in texts]
+        return [
+            t.count("e") / max(1, len(t)) if "True" in s else 0.0
+            for t, s in zip(texts, solution, strict=True)
+        ]
     """
 )
 COMPARED = ("loss", "reward", "reward_std", "grad_norm", "learning_rate", "entropy")
@@ -200,6 +207,9 @@ def test_two_processes_complete_with_whole_checkpoints_and_one_writer(reference)
     assert "generating synthetic dataset" in rank0 and "generating synthetic" not in rank1
     completions = (run / "completions.jsonl").read_text().splitlines()
     assert completions and all(json.loads(x)["call"] for x in completions)
+    steps = _per_step(run)
+    rounds = [r["dynamic_sampling/rounds"] for r in steps]
+    assert max(rounds) > 1, f"no refill in {rounds}: dynamic sampling across ranks untested"
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The two places where we override private Trainer methods, and why no public hook does.
+"""The places where we override private Trainer methods, and why no public hook does.
 
 * ``AtomicCheckpointMixin`` (``Trainer._save_checkpoint``): the Trainer writes ``checkpoint-N`` file
   by file into its final place, so a job killed mid-save (SIGKILL at the time limit, node failure)
@@ -9,6 +9,9 @@
   run only after the files are in place, too late to redirect them.
 * ``EpochOrderSamplerMixin`` (``GRPOTrainer._get_train_sampler``): see EpochOrderSampler. The
   sampler is built inside the trainer with no argument or callback to replace it.
+* ``GenerationBufferMixin`` (``GRPOTrainer._save_checkpoint`` and
+  ``_load_optimizer_and_scheduler``, the pair TRL itself uses for its entropy controller's
+  state): see the class. The buffer is trainer state that no checkpoint hook saves.
 
 tests/test_trainer_hooks.py fails loudly when the upstream signatures or behaviour these rely on
 change.
@@ -131,3 +134,41 @@ class EpochOrderSamplerMixin:
     def _get_train_sampler(self, dataset=None):
         inner = super()._get_train_sampler(dataset)
         return EpochOrderSampler(inner, lambda: int((self.state.epoch or 0) + 1e-6))
+
+
+GENERATION_BUFFER = "generation_buffer_rank{rank}.pt"
+
+
+class GenerationBufferMixin:
+    """Mix into GRPOTrainer: the buffered completions and the micro-step count go into each
+    checkpoint, one file per rank, and come back on resume.
+
+    GRPOTrainer generates once per ``steps_per_generation * num_iterations`` micro-steps and
+    trains on the buffered completions in between (``_buffered_inputs``, counted by ``_step``).
+    Neither is saved with a checkpoint: a run resumed inside such a block counted from 0 and
+    generated afresh where the uninterrupted run reused its buffer, so with ``num_iterations > 1``
+    a requeued run left the uninterrupted one from the first resumed step on (the requeue
+    equality test of ``num_iterations=2`` found it). The file holds the tensors of one generation
+    batch (prompts, completions, log-probabilities, pixel values): small next to the optimizer.
+    """
+
+    def _save_checkpoint(self, model, trial):  # noqa: D401 - Trainer hook
+        super()._save_checkpoint(model, trial)
+        import torch
+
+        # under AtomicCheckpointMixin, output_dir is the staging folder during this call
+        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
+        state = {"step": self._step, "buffer": self._buffered_inputs}
+        torch.save(state, folder / GENERATION_BUFFER.format(rank=self.args.process_index))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D401 - Trainer hook
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = Path(checkpoint) / GENERATION_BUFFER.format(rank=self.args.process_index)
+        if not path.exists():
+            return  # a checkpoint written before this file existed: TRL's behaviour
+        import torch
+
+        state = torch.load(path, map_location=self.accelerator.device, weights_only=False)
+        self._step, self._buffered_inputs = state["step"], state["buffer"]

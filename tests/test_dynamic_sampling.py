@@ -1,0 +1,175 @@
+"""Dynamic sampling (train/dynamic_sampling.py) and the GRPO generation buffer across resumes
+(trainer_hooks.GenerationBufferMixin): the pieces on small tensors, then tiny GRPO runs that stop
+twice and resume (what a twice-requeued job does) and must equal an uninterrupted run."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vqa_r1 import rewards
+from vqa_r1.recipes import load_config
+from vqa_r1.run_dir import latest_checkpoint
+from vqa_r1.train import runner
+from vqa_r1.train.callbacks import StopAfter
+from vqa_r1.train.dynamic_sampling import draw_prompts, group_has_variance, join_batches
+from vqa_r1.train.trainer_hooks import GENERATION_BUFFER
+
+
+def test_group_variance_uses_the_weighted_total_and_skips_unscored_rows():
+    nan = float("nan")
+    per_func = torch.tensor(
+        [
+            [1.0, 0.0], [1.0, 0.0],  # group 0: equal totals
+            [1.0, 0.0], [0.0, 1.0],  # group 1: equal totals with weights 1, 1; not with 2, 1
+            [nan, nan], [0.5, 0.0],  # group 2: one row unscored, one left: no variance
+            [0.2, 0.0], [0.3, 0.0],  # group 3: varies
+        ]
+    )  # fmt: skip
+    assert group_has_variance(per_func, torch.tensor([1.0, 1.0]), 2).tolist() == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    assert group_has_variance(per_func, torch.tensor([2.0, 1.0]), 2).tolist() == [
+        False,
+        True,
+        False,
+        True,
+    ]
+
+
+def test_drawn_prompts_depend_on_seed_step_and_round_only():
+    a = draw_prompts(100, 6, seed=1, step=7, round_=1)
+    assert a == draw_prompts(100, 6, seed=1, step=7, round_=1)
+    assert a != draw_prompts(100, 6, seed=1, step=8, round_=1)
+    assert a != draw_prompts(100, 6, seed=1, step=7, round_=2)
+    assert all(0 <= i < 100 for i in a)
+
+
+def test_joined_batches_pad_prompts_left_and_completions_right():
+    one = {
+        "prompt_ids": torch.tensor([[5, 6]]),
+        "prompt_mask": torch.tensor([[1, 1]]),
+        "completion_ids": torch.tensor([[7]]),
+        "completion_mask": torch.tensor([[1]]),
+        "advantages": torch.tensor([0.5]),
+        "num_images": [1],
+        "num_items_in_batch": torch.tensor(1),
+    }
+    two = {
+        "prompt_ids": torch.tensor([[4, 5, 6]]),
+        "prompt_mask": torch.tensor([[1, 1, 1]]),
+        "completion_ids": torch.tensor([[8, 9]]),
+        "completion_mask": torch.tensor([[1, 1]]),
+        "advantages": torch.tensor([-0.5]),
+        "num_images": [1],
+        "num_items_in_batch": torch.tensor(2),
+    }
+    joined = join_batches([one, two], pad_token_id=0)
+    assert joined["prompt_ids"].tolist() == [[0, 5, 6], [4, 5, 6]]
+    assert joined["prompt_mask"].tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert joined["completion_ids"].tolist() == [[7, 0], [8, 9]]
+    assert joined["completion_mask"].tolist() == [[1, 0], [1, 1]]
+    assert joined["advantages"].tolist() == [0.5, -0.5]
+    assert joined["num_images"] == [1, 1]
+
+
+def _letter_e(completions, **_):
+    texts = [rewards.completion_text(c) for c in completions]
+    return [t.count("e") / max(1, len(t)) for t in texts]
+
+
+def _half_flat(completions, solution=None, **_):
+    """``_letter_e`` for prompts whose answer is True; 0 for every completion of the others, so
+    about half the groups have no reward variance."""
+    scores = _letter_e(completions)
+    return [s if "True" in str(sol) else 0.0 for s, sol in zip(scores, solution, strict=True)]
+
+
+@pytest.fixture
+def test_rewards(monkeypatch):
+    monkeypatch.setitem(rewards.REWARDS, "letter_e", _letter_e)
+    monkeypatch.setitem(rewards.REWARDS, "half_flat", _half_flat)
+
+
+def _config(synthetic_dir, steps, *extra):
+    overrides = [
+        f"data.dataset={synthetic_dir}",
+        f"train.max_steps={steps}",
+        "train.save_steps=100",  # the stops write the checkpoints the runs resume from
+        "train.logging_steps=1",
+        "train.per_device_train_batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=12",
+        *extra,
+    ]
+    return load_config("grpo", "tiny-qwen2.5-vl", overrides=overrides)
+
+
+def _steps(run_dir):
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in lines if "loss" in r]
+
+
+def _stopped_twice_equals_uninterrupted(synthetic_dir, tmp_path, extra, steps=6, stops=(3, 5)):
+    clean = tmp_path / "clean"
+    runner.train(_config(synthetic_dir, steps, *extra), clean)
+    cut = tmp_path / "cut"
+    for stop in stops:  # each stop: a checkpoint at a step boundary, as a requeue's
+        status = runner.train(
+            _config(synthetic_dir, steps, *extra), cut, callbacks=[StopAfter(stop)]
+        )
+        assert status["state"] == "STOPPED" and status["global_step"] == stop
+        assert latest_checkpoint(cut / "checkpoints").name == f"checkpoint-{stop}"
+    status = runner.train(_config(synthetic_dir, steps, *extra), cut)
+    assert status["state"] == "COMPLETED" and status["starts"] == len(stops) + 1
+
+    a, b = _steps(clean), _steps(cut)
+    assert [r["step"] for r in b] == list(range(1, steps + 1))
+    assert any(r["grad_norm"] > 0 for r in a), "no gradient: the comparison would be vacuous"
+    for x, y in zip(a, b, strict=True):
+        for key in ("loss", "reward", "grad_norm"):
+            assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-6), (x["step"], key, x, y)
+    wa = load_file(str(clean / "final" / "adapter_model.safetensors"))
+    wb = load_file(str(cut / "final" / "adapter_model.safetensors"))
+    for key in wa:
+        torch.testing.assert_close(wb[key], wa[key], rtol=1e-4, atol=1e-6)
+    return a, cut
+
+
+@pytest.mark.slow
+def test_num_iterations_2_stopped_twice_inside_a_block_equals_uninterrupted(
+    synthetic_dir, tmp_path, test_rewards
+):
+    # stops at odd steps: the next step reuses the buffered generation (num_iterations=2)
+    _, cut = _stopped_twice_equals_uninterrupted(
+        synthetic_dir,
+        tmp_path,
+        ["train.num_iterations=2", "train.reward_funcs=[letter_e]", "train.beta=0"],
+    )
+    saved = torch.load(
+        latest_checkpoint(cut / "checkpoints") / GENERATION_BUFFER.format(rank=0),
+        weights_only=False,
+    )
+    assert saved["step"] == 5 and saved["buffer"], "the buffer of step 5's generation is saved"
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_refills_and_stopped_twice_equals_uninterrupted(
+    synthetic_dir, tmp_path, test_rewards
+):
+    metrics, _ = _stopped_twice_equals_uninterrupted(
+        synthetic_dir,
+        tmp_path,
+        ["train.dynamic_sampling=true", "train.reward_funcs=[half_flat]"],
+    )
+    generated = [r["dynamic_sampling/generated_groups"] for r in metrics]
+    kept = [r["dynamic_sampling/kept_groups"] for r in metrics]
+    rounds = [r["dynamic_sampling/rounds"] for r in metrics]
+    assert all(k <= 2 for k in kept) and sum(kept) > 0
+    assert any(r > 1 for r in rounds), "no step needed a second round: refilling untested"
+    assert all(g == 2 * r for g, r in zip(generated, rounds, strict=True))
+    assert any(k == 2 and r > 1 for k, r in zip(kept, rounds, strict=True)), "no batch refilled"
