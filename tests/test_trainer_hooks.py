@@ -9,6 +9,7 @@ from vqa_r1.train.trainer_hooks import (
     AtomicCheckpointMixin,
     EpochOrderSampler,
     EpochOrderSamplerMixin,
+    GenerationBufferMixin,
 )
 
 
@@ -69,3 +70,28 @@ def test_accelerate_still_picks_mpi_on_cpu_unless_told_gloo():
 
     source = inspect.getsource(PartialState._prepare_backend)
     assert 'backend in (None, "mpi") and torch.distributed.is_mpi_available()' in source
+
+
+def test_grpo_still_buffers_generations_by_step_and_loads_state_on_resume():
+    """GenerationBufferMixin saves ``_step`` and ``_buffered_inputs`` and restores them in
+    ``_load_optimizer_and_scheduler``: TRL must still keep them under these names and the
+    Trainer must still call that method on every resume (DeepSpeed included)."""
+    prepare = inspect.getsource(GRPOTrainer._prepare_inputs)
+    assert "self._buffered_inputs" in prepare and "self._step %" in prepare
+    loop = inspect.getsource(Trainer._prepare_for_training)
+    assert "self._load_optimizer_and_scheduler(resume_from_checkpoint)" in loop
+    assert {"_save_checkpoint", "_load_optimizer_and_scheduler"} <= set(
+        GenerationBufferMixin.__dict__
+    )
+
+
+def test_grpo_still_makes_a_generation_batch_in_one_method_with_gathered_rewards():
+    """DynamicSamplingMixin replaces rows of ``_generate_and_score_completions``' result and reads
+    the rewards ``_calculate_rewards`` returns: gathered over ranks, one row per completion."""
+    generate = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "self._calculate_rewards(" in generate and '"num_items_in_batch"' in generate
+    rewards = inspect.getsource(GRPOTrainer._calculate_rewards)
+    assert "gather(rewards_per_func)" in rewards
+    prepare = inspect.getsource(GRPOTrainer._prepare_inputs)
+    assert "self._generate_and_score_completions(generation_batch)" in prepare
+    assert "split_pixel_values_by_grid(generation_batch)" in prepare
