@@ -41,6 +41,10 @@ VLLM_GROUP_PORT_ENV = "VQA_R1_VLLM_GROUP_PORT"
 
 Verb = Literal["sft", "grpo", "evaluate", "merge"]
 
+# run-health settings (train/health.py): left out of run_settings, so that changing them continues
+# the same run (an UNHEALTHY run goes on with train.health_action=warn)
+HEALTH_KEYS = ("health_window", "health_action")
+
 
 @dataclass
 class ModelConfig:
@@ -184,6 +188,20 @@ class TrainConfig:
     )
     reward_weights: list[float] | None = option(None, help="one weight per reward; none: all 1")
     answer_rule: str = option("robust", help="how the accuracy reward reads answers (answers.py)")
+    health_window: int = option(
+        10,
+        help="GRPO run health (train/health.py): logged steps (metrics.jsonl lines) the alarms "
+        "look back over (no_signal, format_collapse and length_collapse need a full window); "
+        "not part of the run's settings",
+        minimum=2,
+    )
+    health_action: Literal["warn", "stop"] = option(
+        "warn",
+        help="GRPO run health alarm (no_signal, truncation, format_collapse, length_collapse, "
+        "kl_spike): warn (log it, status.json's health list) or stop (also checkpoint at that "
+        "step and end the run UNHEALTHY: no final adapter, no requeue); not part of the run's "
+        "settings: warn continues an UNHEALTHY run",
+    )
     use_vllm: bool = option(False, help="GRPO: generate with vLLM (GPU only)")
     vllm_mode: Literal["colocate", "server"] = option(
         "colocate",
@@ -319,6 +337,8 @@ def run_settings(config: RunConfig, adapter: str | Path | None = None) -> dict:
     settings.pop("output_dir", None)
     settings.pop("resources", None)
     settings.get("train", {}).pop("num_threads", None)
+    for key in HEALTH_KEYS:  # how a run is watched, not what it learns
+        settings.get("train", {}).pop(key, None)
     if adapter:
         settings["adapter"] = str(Path(adapter).resolve())
     return settings

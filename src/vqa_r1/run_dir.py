@@ -45,6 +45,9 @@ from vqa_r1.output_dir import FolderRefused
 
 log = logging.getLogger(__name__)
 COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
+# a run stopped by its health monitor (train/health.py, train.health_action=stop): checkpointed,
+# no final adapter, never requeued; the same command refuses it (``refuse_unhealthy``)
+UNHEALTHY = "UNHEALTHY"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -135,7 +138,8 @@ class RunDir:
             status = self.status()
         except (OSError, ValueError):
             return None
-        return status.get("reason") if status.get("state") in ("FAILED", "INTERRUPTED") else None
+        failed = ("FAILED", "INTERRUPTED", UNHEALTHY)
+        return status.get("reason") if status.get("state") in failed else None
 
     def update_status(self, **fields: Any) -> None:
         """Merge ``fields`` into status.json. Rank 0 alone writes it (``written_by_rank`` says
@@ -163,6 +167,27 @@ class RunDir:
             if r.get("step", 0) <= max_step
         ]
         atomic_write_text(self.metrics, "".join(f"{json.dumps(r)}\n" for r in kept))
+
+
+def refuse_unhealthy(root: str | Path, health_action: str) -> None:
+    """A run that ended UNHEALTHY is not run again by the same command (it would stop at the same
+    alarm): ``FolderRefused`` saying why and how to go on. ``health_action`` "warn" continues it
+    (the health settings are not part of a run's settings)."""
+    try:
+        status = RunDir(Path(root)).status()
+    except (OSError, ValueError):
+        return
+    if status.get("state") != UNHEALTHY or health_action != "stop":
+        return
+    alarms = status.get("health") or []
+    last = alarms[-1] if alarms else {}
+    what = f"{last.get('code')} at step {last.get('step')}" if last else "a health alarm"
+    raise FolderRefused(
+        f"{root} is an UNHEALTHY run (stopped by {what}: {last.get('evidence', '?')}); the same "
+        f"command would stop there again. Fix: {last.get('fix', '-')}. Then start it with the "
+        "changed settings in a new --output-dir (or --overwrite, which moves this one aside), or "
+        "continue this run as it is with --set train.health_action=warn"
+    )
 
 
 # ------------------------------------------------------------------------------- failures
@@ -227,7 +252,15 @@ def failure_reason(err: BaseException, where: str | Path) -> str:
     )
 
 
-ENDED = ("COMPLETED", "FAILED", "INTERRUPTED", "STOPPED", "REQUEUED", "MAX_REQUEUES_REACHED")
+ENDED = (
+    "COMPLETED",
+    "FAILED",
+    "INTERRUPTED",
+    "STOPPED",
+    "REQUEUED",
+    "MAX_REQUEUES_REACHED",
+    "UNHEALTHY",
+)
 
 
 @contextlib.contextmanager

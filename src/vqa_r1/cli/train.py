@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vqa_r1 import ranks
 from vqa_r1.cli.common import add_run_arguments, make_way_or_complete, run_spec
 from vqa_r1.config import run_settings
 from vqa_r1.launch.plan import resolve_run
@@ -19,9 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging()
     config, run_dir = resolve_run(run_spec(args, args.verb))  # bad input fails here, in 0.3 s
+    from vqa_r1.train.runner import check_trl_config, train  # torch, transformers, TRL: seconds
+
+    check_trl_config(config, ranks.world_size())  # TRL's checks, before the folder is touched
     if make_way_or_complete(run_dir, args.verb, run_settings(config), args.overwrite):
         return 0
-    from vqa_r1.train.runner import train  # torch, transformers, TRL: seconds to import
 
     with failures_recorded(run_dir):  # an exception or a kill is FAILED / INTERRUPTED there
         status = train(config, run_dir)
@@ -29,5 +32,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.verb} interrupted: {status.get('reason')}; run directory {run_dir}",
               file=sys.stderr)  # fmt: skip
         return 130
+    if status.get("state") == "UNHEALTHY":  # train.health_action=stop (train/health.py)
+        print(f"{args.verb} UNHEALTHY: {status.get('reason')}; run directory {run_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     print(f"{args.verb} finished: {status.get('global_step')} steps; run directory {run_dir}")
     return 0

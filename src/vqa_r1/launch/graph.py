@@ -50,7 +50,7 @@ from vqa_r1.launch.submit import (
     submit,
     wait_local,
 )
-from vqa_r1.run_dir import RunDir
+from vqa_r1.run_dir import UNHEALTHY, RunDir
 
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING"}
 ENDED_WELL = ("COMPLETED", "DONE EARLIER")
@@ -407,13 +407,15 @@ def run_here(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
         except Exception as err:  # the job's traceback is in its log: one line here
             log = log_path(record, stderr=True)
             reason = RunDir(step.run_dir).failure() or failure_reason(err)  # the job's own first
-            step.state = "FAILED"
+            # a run its health monitor stopped says so (train/health.py), other failures FAILED
+            step.state = "UNHEALTHY" if _unhealthy(step.run_dir) else "FAILED"
             failed.append(step.name)
             write_state(graph, "local", command)
+            ended = "ended UNHEALTHY" if step.state == "UNHEALTHY" else "failed"
             if single:
-                print(f"error: {step.name} failed: {reason}; log: {log}", file=sys.stderr)
+                print(f"error: {step.name} {ended}: {reason}; log: {log}", file=sys.stderr)
             else:
-                print(f"  {step.name} FAILED: {reason}; log: {log}", flush=True)
+                print(f"  {step.name} {step.state}: {reason}; log: {log}", flush=True)
             continue
         if isinstance(result, dict) and result.get("state") == "INTERRUPTED":
             step.state = "INTERRUPTED"
@@ -431,13 +433,22 @@ def run_here(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
     return Outcome(1 if failed else 0, "local", jobs)
 
 
+def _unhealthy(run_dir: Path) -> bool:
+    try:
+        return RunDir(run_dir).status().get("state") == UNHEALTHY
+    except (OSError, ValueError):
+        return False
+
+
 def local_verdict(graph: Graph, failed: list[str]) -> str:
     done = sum(s.state in ENDED_WELL for s in graph.steps)
+    by_name = {s.name: s for s in graph.steps}
     if not failed:
         return f"{graph.kind} completed: {done} of {len(graph.steps)} steps; folder {graph.root}"
     not_run = [s.name for s in graph.steps if s.state == "NOT RUN"]
     return (
-        f"{graph.kind} stopped: step {failed[0]} failed"
+        f"{graph.kind} stopped: step {failed[0]} "
+        + ("ended UNHEALTHY" if by_name[failed[0]].state == "UNHEALTHY" else "failed")
         + (f" (also failed: {', '.join(failed[1:])})" if failed[1:] else "")
         + f"; not run: {', '.join(not_run) or 'none'}; folder {graph.root}"
     )

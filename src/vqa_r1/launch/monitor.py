@@ -50,6 +50,7 @@ FINAL_STATES = {
     "DEADLINE",
     "INTERRUPTED",  # status.json's own, for local runs: Ctrl-C or SIGTERM
     "DEAD",  # status.json said RUNNING, but its process is gone
+    "UNHEALTHY",  # status.json's own: stopped by a run-health alarm (train/health.py)
 }
 JOB_ID = re.compile(r"^\d+(_\d+)?$")
 
@@ -250,6 +251,7 @@ class JobStatus:
     started: bool = True
     run_dir: str | None = None
     note: str = ""
+    health: list[dict] = field(default_factory=list)  # status.json's run-health alarms
 
     def line(self) -> str:
         parts = [f"{self.label:<12}", f"job {self.job_id or '-':<10}", f"{self.state:<11}"]
@@ -264,17 +266,31 @@ class JobStatus:
         if self.run_dir:
             parts.append(self.run_dir)
         text = "  ".join(parts)
-        return f"{text}\n{' ' * 14}{self.note}" if self.note else text
+        if self.note:
+            text += f"\n{' ' * 14}{self.note}"
+        for alarm in self.health:
+            text += (
+                f"\n{' ' * 14}health {alarm.get('code')} at step {alarm.get('step')}: "
+                f"{alarm.get('evidence')}; fix: {alarm.get('fix')}"
+            )
+        return text
 
 
 def run_info(run_dir: Path | None) -> dict[str, Any]:
     """What the run itself says: status.json state, last logged step, evaluation scores."""
-    info: dict[str, Any] = {"state": None, "step": None, "requeues": None, "reason": None}
+    info: dict[str, Any] = {
+        "state": None,
+        "step": None,
+        "requeues": None,
+        "reason": None,
+        "health": [],
+    }
     if run_dir is None:
         return info
     status_file = run_dir / "status.json"
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
     info["state"] = status.get("state")
+    info["health"] = [a for a in status.get("health") or [] if isinstance(a, dict)]
     if status.get("reason"):
         info["reason"] = status["reason"] + (f"; log: {status['log']}" if status.get("log") else "")
     if info["state"] == "RUNNING" and status.get("pid"):
@@ -312,6 +328,7 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
         last_step=info["step"],
         run_dir=str(entry.run_dir) if entry.run_dir else None,
         note=info["reason"] or "",
+        health=info["health"],
     )
     if executor == "local" or (not job and entry.recorded_state):
         status.state = entry.recorded_state or info["state"] or "UNKNOWN"
@@ -330,6 +347,8 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
     status.started = row.get("Start", "") not in ("", "Unknown", "None")
     if status.node in ("None assigned", "(null)"):
         status.node = ""
+    if status.run_state == "UNHEALTHY" and status.state in ("FAILED", "COMPLETED"):
+        status.state = "UNHEALTHY"  # the job failed on purpose: its run's health alarm stopped it
     restarts = parse_restarts(scontrol_show(job["job_id"])) if status.state != "PENDING" else 0
     if restarts is not None:
         status.requeues = restarts

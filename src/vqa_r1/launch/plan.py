@@ -52,7 +52,7 @@ from vqa_r1.models.loading import (
 )
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
-from vqa_r1.run_dir import resolve_adapter
+from vqa_r1.run_dir import UNHEALTHY, RunDir, refuse_unhealthy, resolve_adapter
 from vqa_r1.train.pretrain import PretrainConfig, pretrain_settings
 from vqa_r1.train.prompt_tuning import PromptTuneConfig
 from vqa_r1.typed_config import to_dict
@@ -179,6 +179,8 @@ class Planner:
             self.check_dataset(config, verb)
         settings = run_settings(config, adapter)
         state = folder_check(run_dir, verb, settings, job)
+        if state == output_dir.RESUME and verb == "grpo":  # refused here, not after the queue
+            refuse_unhealthy(run_dir, config.train.health_action)
         return LaunchRequest(
             task_for(verb, run_dir, adapter),
             res,
@@ -423,6 +425,13 @@ def folder_check(
     return output_dir.check(run_dir, verb, settings, flag)
 
 
+def _unhealthy(run_dir: Path) -> bool:
+    try:
+        return RunDir(run_dir).status().get("state") == UNHEALTHY
+    except (OSError, ValueError):
+        return False
+
+
 def claimer(
     run_dir: Path,
     verb: str,
@@ -437,8 +446,9 @@ def claimer(
     def prepare() -> None:
         output_dir.make_way(run_dir, verb, settings, overwrite=overwrite)
         output_dir.claim(run_dir, verb, settings, command)
-        if config is not None and not (run_dir / "config.yaml").exists():
-            save_config(config, run_dir / "config.yaml")
+        config_file = run_dir / "config.yaml"
+        if config is not None and (not config_file.exists() or _unhealthy(run_dir)):
+            save_config(config, config_file)  # an UNHEALTHY run continues with health_action=warn
 
     return prepare
 

@@ -21,12 +21,13 @@ import submitit
 
 from vqa_r1 import ranks
 from vqa_r1.config import RunConfig, read_config
+from vqa_r1.errors import UserError
 from vqa_r1.eval.evaluate import evaluate
 from vqa_r1.judge.job import JudgeJobConfig, run_job
 from vqa_r1.launch.cuda_check import require_usable_cuda
 from vqa_r1.launch.distributed import export_torch_distributed
 from vqa_r1.logging_setup import setup_logging
-from vqa_r1.run_dir import RunDir, failures_recorded
+from vqa_r1.run_dir import UNHEALTHY, RunDir, failures_recorded
 from vqa_r1.train.merge import merge_adapter
 from vqa_r1.train.pretrain import PretrainConfig, pretrain
 
@@ -80,6 +81,11 @@ class Task:
         return submitit.helpers.DelayedSubmission(dataclasses.replace(self))
 
 
+class RunUnhealthy(UserError):
+    """A training job whose run its health monitor stopped: the job ends failed (status.json
+    keeps UNHEALTHY and the alarm; failures_recorded leaves a state the run recorded alone)."""
+
+
 @dataclass
 class TrainTask(Task):
     """SFT or GRPO (the verb is in the config)."""
@@ -97,6 +103,16 @@ class TrainTask(Task):
             callbacks=[controller] if controller else [],
             sigterm_stops=not in_slurm(),  # in a SLURM job SIGTERM is launch/requeue.py's
         )
+        if status.get("state") == UNHEALTHY:
+            # stopped by a run-health alarm (train.health_action=stop): never requeued; the job
+            # fails, so the allocation is released and the steps that need this run do not start
+            if controller is not None:
+                controller.finish()
+            if not ranks.is_main():
+                return status
+            raise RunUnhealthy(
+                f"run UNHEALTHY at step {status.get('global_step')}: {status.get('reason')}"
+            )
         if controller is None:
             return status
         if status["state"] == "STOPPED" and controller.requested:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -239,6 +240,66 @@ def _training_panels(records: Sequence[dict]) -> list[_Panel]:
     return panels
 
 
+def _health_alarms(run_dir: Path) -> list[dict]:
+    """status.json's run-health alarms (train/health.py) with a numeric step; [] without any."""
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return []
+    alarms = status.get("health") if isinstance(status, dict) else None
+    return [
+        a
+        for a in alarms or []
+        if isinstance(a, dict) and _number(a.get("step")) is not None and a.get("code")
+    ]
+
+
+HEALTH_KEYS = (
+    ("frac_reward_zero_std", "groups with zero reward std"),
+    ("completions/clipped_ratio", "completions cut at the limit"),
+)
+
+
+def _health_panel(records: Sequence[dict], alarms: Sequence[dict]) -> _Panel | None:
+    """A run with health alarms: the shares its alarms read, the alarms' codes at their steps."""
+    keys = [(k, label) for k, label in HEALTH_KEYS if _has(records, k)]
+    if not alarms or not keys:
+        return None
+
+    def draw(ax: Axes, recs: Sequence[dict]) -> None:
+        for key, label in keys:
+            _line(ax, recs, key, label)
+        ax.set_ylim(-0.02, 1.25)  # room above 1 for the alarms' codes
+        _mark_alarms(ax, alarms, labels=True)
+
+    return _Panel("Run health alarms (train/health.py)", "share", draw)
+
+
+def _mark_alarms(ax: Axes, alarms: Sequence[dict], labels: bool = False) -> None:
+    """Each alarm as a red dashed line at its step; ``labels``: the codes of a step written
+    along its line."""
+    steps: dict[float, list[str]] = {}
+    for alarm in alarms:
+        steps.setdefault(float(alarm["step"]), []).append(str(alarm["code"]))
+    for step, codes in steps.items():
+        ax.axvline(step, color="tab:red", linestyle="--", linewidth=1.0)
+        if not labels:
+            continue
+        ax.annotate(
+            ", ".join(codes),
+            xy=(step, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -2),
+            textcoords="offset points",
+            rotation=90,
+            va="top",
+            ha="left",
+            fontsize=7,
+            color="tab:red",
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1},
+        )
+
+
 def plot_training(run_dir: str | Path, png: str | Path) -> Path:
     """Training curves of one run from ``<run_dir>/metrics.jsonl`` into ``png``.
 
@@ -252,6 +313,10 @@ def plot_training(run_dir: str | Path, png: str | Path) -> Path:
     records = load_metrics(metrics)
     title = run_dir.name or str(run_dir)
     panels = _training_panels(records)
+    alarms = _health_alarms(run_dir)
+    health = _health_panel(records, alarms)
+    if health is not None:
+        panels.insert(0, health)
     if not panels:
         if not metrics.is_file():
             reason = "no metrics.jsonl (the run has not logged yet)"
@@ -273,9 +338,13 @@ def plot_training(run_dir: str | Path, png: str | Path) -> Path:
             ax.grid(True, alpha=0.3)
             if len(ax.get_lines()) > 1:
                 ax.legend(fontsize=8, loc="best")
+            if panel is not health:
+                _mark_alarms(ax, alarms)  # after the legend: the markers are not curves
         for ax in axes[len(panels) :]:
             ax.set_axis_off()
-        fig.suptitle(_wrap(f"Run {title}: {len(records)} logged steps", fig))
+        codes = ", ".join(f"{a['code']} (step {a['step']})" for a in alarms)
+        said = f"; health alarms: {codes}" if codes else ""
+        fig.suptitle(_wrap(f"Run {title}: {len(records)} logged steps{said}", fig))
         fig.tight_layout()
         return _save_png(fig, png)
 

@@ -23,9 +23,10 @@ from vqa_r1.io import follow_umask
 from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
-from vqa_r1.run_dir import RunDir, checkpoint_step, latest_checkpoint
+from vqa_r1.run_dir import UNHEALTHY, RunDir, checkpoint_step, latest_checkpoint, refuse_unhealthy
 from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
 from vqa_r1.train.cpu_locations import allow_indexed_cpu_locations
+from vqa_r1.train.health import RunHealth
 from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
 from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin, EpochOrderSamplerMixin
@@ -178,6 +179,11 @@ def build_trainer(
     from trl import GRPOTrainer
 
     t = config.train
+    # run health (train/health.py): alarms in the log and status.json; health_action=stop ends
+    # the run UNHEALTHY at the step one fires
+    callbacks.append(
+        RunHealth(rd, t.health_window, t.health_action, t.beta, t.max_completion_length)
+    )
 
     class Trainer(AtomicCheckpointMixin, EpochOrderSamplerMixin, GRPOTrainer):
         pass
@@ -256,6 +262,8 @@ def train(
             log.info("%s is a complete %s run with these settings: nothing to do", run_dir,
                      config.verb)  # fmt: skip
             return {**RunDir(Path(run_dir)).status(), "already_complete": True}
+        if state == output_dir.RESUME and config.verb == "grpo":
+            refuse_unhealthy(run_dir, config.train.health_action)  # it would stop there again
         return _train(config, run_dir, callbacks, progress, sigterm_stops)
 
 
@@ -275,8 +283,8 @@ def _train(
     main = ranks.is_main()
     output_dir.wait_for_claim(run_dir)  # other ranks: nothing in the folder before rank 0's claim
     rd = RunDir(Path(run_dir)).create()
-    if main and not rd.config.exists():
-        save_config(config, rd.config)
+    if main and (not rd.config.exists() or rd.status().get("state") == UNHEALTHY):
+        save_config(config, rd.config)  # an UNHEALTHY run continues with health_action=warn
     resume = resume_point(rd)
     if resume is not None and ranks.world_size() > 1 and not torch.cuda.is_available():
         allow_indexed_cpu_locations()  # the Trainer loads the optimizer to cpu:N (cpu_locations)
@@ -306,6 +314,9 @@ def _train(
     trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
     # (all ranks stop at the same step: launch/requeue.py shares the decision)
     step, done = fit(trainer, resume, interrupt, progress)
+    health = next((c for c in trainer.callback_handler.callbacks if isinstance(c, RunHealth)), None)
+    alarm = health.stopped_by if health is not None else None
+    done = done and alarm is None  # stopped by an alarm, even at the last step: UNHEALTHY
     if done:  # every rank calls it (a collective under ZeRO-3); rank 0 alone writes
         trainer.save_model(str(rd.final))
     if ranks.world_size() > 1:
@@ -317,10 +328,12 @@ def _train(
     ranks.shutdown()  # the last collective: the ranks leave together (one run per process)
     if not main:
         return {
-            "state": "COMPLETED" if done else "STOPPED",
+            "state": "COMPLETED" if done else UNHEALTHY if alarm else "STOPPED",
             "global_step": step,
             "rank": ranks.rank(),
         }
+    if alarm is not None:
+        return mark_unhealthy(rd, step, alarm)
     if not done:
         return mark_stopped(rd, step, interrupt)
     loaded.processor.save_pretrained(str(rd.final))
@@ -395,4 +408,18 @@ def mark_stopped(rd: RunDir, step: int, interrupt: StopOnInterrupt) -> dict:
         )
     else:
         rd.update_status(state="STOPPED", global_step=step)
+    return rd.status()
+
+
+def mark_unhealthy(rd: RunDir, step: int, alarm: Any) -> dict:
+    """status.json of a run its health monitor stopped (train.health_action=stop): UNHEALTHY, with
+    the alarm as the reason; checkpointed at ``step``, no final adapter. A SLURM job does not
+    requeue it (launch/task.py) and the same command refuses it (``run_dir.refuse_unhealthy``)."""
+    saved = latest_checkpoint(rd.checkpoints)
+    where = f"{saved.name} saved" if saved else "no checkpoint saved"
+    rd.update_status(
+        state=UNHEALTHY,
+        global_step=step,
+        reason=f"run health alarm {alarm.line()}; {where}; stopped (train.health_action=stop)",
+    )
     return rd.status()
