@@ -3,6 +3,7 @@
 twice and resume (what a twice-requeued job does) and must equal an uninterrupted run."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -173,3 +174,18 @@ def test_dynamic_sampling_refills_and_stopped_twice_equals_uninterrupted(
     assert any(r > 1 for r in rounds), "no step needed a second round: refilling untested"
     assert all(g == 2 * r for g, r in zip(generated, rounds, strict=True))
     assert any(k == 2 and r > 1 for k, r in zip(kept, rounds, strict=True)), "no batch refilled"
+
+
+def test_dynamic_sampling_with_groups_split_over_processes_is_refused_before_queueing():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "slurm/launch.py", "grpo", "--model", "tiny-qwen2.5-vl", "--dry-run",
+         "--set", "train.dynamic_sampling=true", "--set", "train.per_device_train_batch_size=6",
+         "--set", "train.num_generations=4"],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "train.dynamic_sampling keeps or drops whole groups" in out.stderr, out.stderr[-2000:]
+    assert "(6) must be a multiple of train.num_generations (4)" in out.stderr
