@@ -225,3 +225,86 @@ def test_health_action_stop_ends_the_run_unhealthy_with_a_checkpoint(synthetic_d
     with pytest.raises(FolderRefused, match="UNHEALTHY.*health_action=warn"):
         runner.train(config, run_dir)
     assert RunDir(run_dir).status()["state"] == "UNHEALTHY"
+
+
+# --------------------------------------------------------------------- jobs and status
+
+
+def _unhealthy_run(root: Path) -> Path:
+    rd = RunDir(root).create()
+    (root / "config.yaml").write_text("verb: grpo\n")
+    alarm = {
+        "code": "no_signal",
+        "step": 10,
+        "evidence": "100% of groups ...",
+        "fix": "start from SFT",
+    }
+    rd.update_status(
+        state="UNHEALTHY", global_step=10, health=[alarm], reason="run health alarm no_signal"
+    )
+    return root
+
+
+def test_slurm_status_and_verdict_show_unhealthy(tmp_path, monkeypatch):
+    from vqa_r1.launch import monitor
+
+    root = tmp_path / "pipeline"
+    grpo = _unhealthy_run(root / "grpo")
+    evaluate = root / "evaluate"
+    evaluate.mkdir()
+    monitor.record_job(grpo, "51", "slurm", grpo / "jobs", "slurm/launch.py pipeline")
+    monitor.record_job(evaluate, "52", "slurm", evaluate / "jobs", "slurm/launch.py pipeline")
+    steps = [
+        {"name": "grpo", "run_dir": str(grpo), "job_id": "51"},
+        {"name": "evaluate", "run_dir": str(evaluate), "job_id": "52", "after": ["grpo"]},
+    ]
+    (root / "launch.json").write_text(json.dumps({"kind": "pipeline", "steps": steps}))
+    sacct = "51|FAILED|00:05:00|vm|1:0|2026-01-01T10:00:00\n52|CANCELLED|00:00:00|None assigned|0:0|Unknown\n"
+    monkeypatch.setattr(monitor, "query_sacct", lambda ids: monitor.parse_sacct(sacct))
+    monkeypatch.setattr(monitor, "scontrol_show", lambda job_id: "")
+    report = json.loads(monitor.status_report(str(root), as_json=True))
+    first = report["jobs"][0]
+    assert first["state"] == "UNHEALTHY" and first["run_state"] == "UNHEALTHY"
+    assert first["health"][0]["code"] == "no_signal" and first["exit_code"] == "1:0"
+    assert "step grpo ended UNHEALTHY" in report["verdict"]
+    text = monitor.status_report(str(root))
+    assert "health no_signal at step 10: 100% of groups ...; fix: start from SFT" in text
+
+
+def test_an_unhealthy_train_job_fails_without_requeueing(tmp_path, monkeypatch):
+    """TrainTask: the job ends failed (the allocation released, afterok steps not started), the
+    run stays UNHEALTHY (failures_recorded keeps a state the run recorded), nothing requeues."""
+    from vqa_r1.launch import task as task_module
+    from vqa_r1.train import runner
+
+    run_dir = tmp_path / "grpo"
+    RunDir(run_dir).create()
+    (run_dir / "config.yaml").write_text("verb: grpo\n")
+    RunDir(run_dir).update_status(state="RUNNING")
+    requeued = []
+
+    class Controller:
+        requested = False
+
+        def finish(self):
+            requeued.append("finish")
+
+        def requeue_now(self, reason):
+            requeued.append(reason)
+
+    def fake_train(config, run_dir, callbacks=(), sigterm_stops=True):
+        rd = RunDir(Path(run_dir))
+        rd.update_status(state="UNHEALTHY", global_step=4, reason="run health alarm truncation")
+        return rd.status()
+
+    monkeypatch.setattr(runner, "train", fake_train)
+    monkeypatch.setattr(task_module.TrainTask, "run_config", lambda self: None)
+    monkeypatch.setattr(
+        "vqa_r1.launch.requeue.install_graceful_requeue", lambda delay: Controller()
+    )
+    job = task_module.TrainTask(str(run_dir), gpus=0)
+    job.uses_cuda = False
+    with pytest.raises(task_module.RunUnhealthy, match="UNHEALTHY at step 4: run health alarm"):
+        job()
+    assert requeued == ["finish"]
+    assert RunDir(run_dir).status()["state"] == "UNHEALTHY"
