@@ -308,3 +308,29 @@ def test_an_unhealthy_train_job_fails_without_requeueing(tmp_path, monkeypatch):
         job()
     assert requeued == ["finish"]
     assert RunDir(run_dir).status()["state"] == "UNHEALTHY"
+
+
+def test_a_resumed_run_continues_its_windows_and_does_not_fire_again(tmp_path):
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from vqa_r1.train.health import RunHealth
+
+    rd = RunDir(tmp_path / "run").create()
+    bad = [_healthy(s, **{health.ZERO_STD_KEY: 1.0, health.REWARD_KEY: 0.0}) for s in range(1, 13)]
+    rd.metrics.write_text("".join(json.dumps(r) + "\n" for r in bad))  # 11 and 12: after ckpt
+    callback = RunHealth(rd, window=10, action="stop")
+    callback.on_train_begin(None, SimpleNamespace(global_step=10), TrainerControl())
+    assert callback.detector.active == {"no_signal"}  # the window of steps 1-10, read silently
+    control = TrainerControl()
+    callback.on_log(None, SimpleNamespace(global_step=11), control, logs=bad[10])
+    assert not control.should_training_stop and "health" not in rd.status()
+    # a fresh start with the same stream stops at step 10
+    fresh = RunHealth(RunDir(tmp_path / "fresh").create(), window=10, action="stop")
+    for record in bad[:10]:
+        control = TrainerControl()
+        fresh.on_log(None, SimpleNamespace(global_step=record["step"]), control, logs=record)
+    assert control.should_training_stop and control.should_save
+    assert fresh.stopped_by.code == "no_signal" and fresh.stopped_by.step == 10
+    assert [a["code"] for a in RunDir(tmp_path / "fresh").status()["health"]] == ["no_signal"]

@@ -38,6 +38,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from vqa_r1 import ranks
+from vqa_r1.io import read_jsonl
 from vqa_r1.run_dir import RunDir
 
 log = logging.getLogger(__name__)
@@ -435,6 +436,23 @@ class RunHealth(TrainerCallback):
         self.action = action
         self.detector = HealthDetector(window, beta, max_completion_length)
         self.stopped_by: Alarm | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """A resumed run (a requeue, or an UNHEALTHY run continued with warn) reads the steps it
+        logged before its checkpoint first, silently: its windows go on where they were, and an
+        alarm still active then does not fire again (a requeued run raises what an uninterrupted
+        one would)."""
+        if state.global_step <= 0:
+            return
+        records = read_jsonl(self.rd.metrics, missing_ok=True, partial_last_line=True)
+        for record in records:
+            step = record.get("step")
+            if isinstance(step, int) and step <= state.global_step:
+                self.detector.observe(step, record)
+        self.detector.fired = []
+        if self.detector.active:
+            log.info("run health: still active from before the resume: %s",
+                     ", ".join(sorted(self.detector.active)))  # fmt: skip
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
