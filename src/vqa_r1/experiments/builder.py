@@ -178,6 +178,12 @@ class Builder:
         recipe's ``train.seed`` (after --set) and the next ``seeds - 1`` integers."""
         if self.spec.seeds == 1:
             return [None]
+        if verb == "prompt_tune":
+            from vqa_r1.train.prompt_tuning import config_from_overrides
+
+            items = [f"model.name={self.model}", *self.spec.settings.prompt_tune]
+            base = config_from_overrides([*items, *self.overrides["prompt_tune"]]).train.seed
+            return [base + k for k in range(self.spec.seeds)]
         base = self.config(verb).train.seed
         return [base + k for k in range(self.spec.seeds)]
 
@@ -281,7 +287,7 @@ class Builder:
         waits = (*after, *((adapter_step.name,) if adapter_step else ()))
         return self._add(name, "evaluate", config, adapter, waits, {"labels": labels})
 
-    def prompt_tune(self, name: str, mode: str, base: bool) -> Step:
+    def prompt_tune(self, name: str, mode: str, base: bool, extra: list[str] | None = None) -> Step:
         """Prompt tuning (or, ``base``, the base model scored the same way) in one mode. Its job
         gets the resources of the model's SFT recipe (the same model is loaded and trained)."""
         from vqa_r1.train.prompt_tuning import config_from_overrides
@@ -292,6 +298,7 @@ class Builder:
             f"eval.split={self.spec.eval_split}",
             *self.spec.settings.prompt_tune,
             *self.overrides["prompt_tune"],
+            *(extra or []),
         ]
         if self.spec.dataset != "synthetic":
             items.append(f"data.dataset={self.source_dataset()}")

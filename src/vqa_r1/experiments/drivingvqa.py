@@ -17,10 +17,6 @@ def plan(b: Builder) -> None:
     spec = b.spec
     data = b.drivingvqa_dataset()
     b.evaluate("eval/base", data, {"method": "base"})
-    sft = b.train("runs/sft", "sft", data, {"method": "sft"})
-    b.evaluate("eval/sft", data, {"method": "sft"}, sft)
-    merge = b.merge("runs/merge", sft)
-    merged = str(merged_dir(merge.run_dir))
     rewards = []
     if spec.grpo_rewards:  # the recipe's weights belong to the recipe's rewards
         weights = spec.grpo_reward_weights
@@ -30,19 +26,31 @@ def plan(b: Builder) -> None:
             if weights
             else "train.reward_weights=null",
         ]
-    grpo = b.train(
-        "runs/grpo",
-        "grpo",
-        data,
-        {"method": "sft+merge+grpo"},
-        model_path=merged,
-        after=(merge.name,),
-        extra=rewards,
-    )
-    b.evaluate("eval/grpo", data, {"method": "sft+merge+grpo"}, grpo, model_path=merged)
-    rows = [
-        {"step": f"eval/{name}", "labels": {"method": method}}
-        for name, method in (("base", "base"), ("sft", "sft"), ("grpo", "sft+merge+grpo"))
+    evaluations: dict[str, dict] = {"sft": {}, "grpo": {}}
+    for seed in b.seeds("sft"):  # experiment.seeds: the whole chain once per seed
+        extra = b.seed_override(seed)
+        sft = b.train(b.seeded("runs/sft", seed), "sft", data, {"method": "sft"}, extra=extra)
+        evaluations["sft"][seed] = b.seeded("eval/sft", seed)
+        b.evaluate(evaluations["sft"][seed], data, {"method": "sft"}, sft)
+        merge = b.merge(b.seeded("runs/merge", seed), sft)
+        merged = str(merged_dir(merge.run_dir))
+        grpo = b.train(
+            b.seeded("runs/grpo", seed),
+            "grpo",
+            data,
+            {"method": "sft+merge+grpo"},
+            model_path=merged,
+            after=(merge.name,),
+            extra=[*rewards, *extra],
+        )
+        evaluations["grpo"][seed] = b.seeded("eval/grpo", seed)
+        b.evaluate(
+            evaluations["grpo"][seed], data, {"method": "sft+merge+grpo"}, grpo, model_path=merged
+        )
+    rows = [{"step": "eval/base", "labels": {"method": "base"}}]
+    rows += [
+        b.seed_row({"labels": {"method": method}}, evaluations[name])
+        for name, method in (("sft", "sft"), ("grpo", "sft+merge+grpo"))
     ]
     b.declare_table(
         {

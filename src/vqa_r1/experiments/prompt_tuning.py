@@ -16,14 +16,23 @@ def plan(b: Builder) -> None:
     rows = []
     for mode in spec.prompt_modes:
         base = b.prompt_tune(f"eval/base-{mode}", mode, base=True)
-        tuned = b.prompt_tune(f"runs/prompt-{mode}", mode, base=False)
-        for step, model in ((base, "base"), (tuned, "prompt-tuned")):
-            scores = (
-                f"{step.name}/scores.json" if model == "base" else f"{step.name}/eval/scores.json"
+        rows.append({"step": base.name, "scores": f"{base.name}/scores.json",
+                     "labels": {"mode": mode, "model": "base"}})  # fmt: skip
+        tuned = {}
+        for seed in b.seeds("prompt_tune"):  # experiment.seeds: one prompt per seed
+            step = b.prompt_tune(
+                b.seeded(f"runs/prompt-{mode}", seed), mode, base=False, extra=b.seed_override(seed)
             )
-            rows.append(
-                {"step": step.name, "scores": scores, "labels": {"mode": mode, "model": model}}
-            )
+            tuned[seed] = step.name
+        labels = {"mode": mode, "model": "prompt-tuned"}
+        if list(tuned) == [None]:
+            rows.append({"step": tuned[None], "scores": f"{tuned[None]}/eval/scores.json",
+                         "labels": labels})  # fmt: skip
+        else:
+            seeds = [
+                {"seed": s, "step": n, "scores": f"{n}/eval/scores.json"} for s, n in tuned.items()
+            ]
+            rows.append({"labels": labels, "seeds": seeds})
     b.declare_table(
         {
             "name": "accuracy",

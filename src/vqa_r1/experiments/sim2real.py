@@ -27,14 +27,22 @@ def plan(b: Builder) -> None:
         )
     for method in spec.methods:
         for trained, train_folder in domains.items():
-            run = b.train(
-                f"runs/{method}-{trained}", method, train_folder, {"method": method, "on": trained}
-            )
-            for where, folder in domains.items():
-                name = f"eval/{method}-{trained}-on-{where}"
-                b.evaluate(name, folder, {"method": method, "on": trained, "eval": where}, run)
+            evaluations: dict[str, dict] = {where: {} for where in domains}
+            for seed in b.seeds(method):  # experiment.seeds: one run per seed, each evaluated
+                run = b.train(
+                    b.seeded(f"runs/{method}-{trained}", seed),
+                    method,
+                    train_folder,
+                    {"method": method, "on": trained},
+                    extra=b.seed_override(seed),
+                )
+                for where, folder in domains.items():
+                    name = b.seeded(f"eval/{method}-{trained}-on-{where}", seed)
+                    b.evaluate(name, folder, {"method": method, "on": trained, "eval": where}, run)
+                    evaluations[where][seed] = name
+            for where in domains:
                 labels = {"method": method, "trained on": trained, "evaluated on": where}
-                rows.append({"step": name, "labels": labels})
+                rows.append(b.seed_row({"labels": labels}, evaluations[where]))
     b.declare_table(
         {
             "name": "accuracy",

@@ -38,14 +38,20 @@ def plan(b: Builder) -> None:
     for method in spec.methods:
         for level in spec.bias_levels:
             name = level_name(level)
-            run = b.train(
-                f"runs/{method}-{name}", method, trained_on[name], {"method": method, "bias": name}
-            )
-            b.evaluate(f"eval/{method}-{name}", source, {"method": method, "bias": name}, run)
-            row = {
-                "step": f"eval/{method}-{name}",
-                "labels": {"method": method, "bias level": name},
-            }
+            labels = {"method": method, "bias": name}
+            steps = {}
+            for seed in b.seeds(method):  # experiment.seeds: one run and evaluation per seed
+                run = b.train(
+                    b.seeded(f"runs/{method}-{name}", seed),
+                    method,
+                    trained_on[name],
+                    labels,
+                    extra=b.seed_override(seed),
+                )
+                step = b.seeded(f"eval/{method}-{name}", seed)
+                b.evaluate(step, source, labels, run)
+                steps[seed] = step
+            row = b.seed_row({"labels": {"method": method, "bias level": name}}, steps)
             row["from_files"] = {
                 "achieved bias": [cards[name], "achieved"],
                 "train n": [cards[name], "n"],

@@ -12,6 +12,7 @@ A condition whose evaluation is missing (failed, or still running) is a row mark
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from vqa_r1.report.plots import (
 from vqa_r1.report.tables import write_table
 
 EXPERIMENT_FILE = "experiment.json"
+SEED_FOLDER = re.compile(r"seed-\d+")  # a seed's folder below its condition's (runs/grpo/seed-43)
+SEED_COLUMN = re.compile(r"seed -?\d+")  # a seeded table's per-seed accuracy column
 SCORE_COLUMNS = ("n", "accuracy", "ci_low", "ci_high", "f1_weighted")
 
 
@@ -56,7 +59,11 @@ def _value(root: Path, relative: str, key: str) -> Any:
 
 
 def table_rows(root: Path, table: dict) -> list[dict]:
-    """One dict per declared row: its labels, read values, and the scores (or ``missing``)."""
+    """One dict per declared row: its labels, read values, and the scores (or ``missing``).
+
+    A row trained with several seeds (``seeds``: one evaluation step per seed) reports the mean
+    accuracy over its seeds, their spread (sd, min, max) and each seed's accuracy (``seed S``);
+    its interval and tests come from report/seeds.py (``_runs``: each seed's items)."""
     rows = []
     for spec in table["rows"]:
         row: dict[str, Any] = dict(spec["labels"])
@@ -64,7 +71,12 @@ def table_rows(root: Path, table: dict) -> list[dict]:
             row[column] = value
         for column, (relative, key) in spec.get("from_files", {}).items():
             row[column] = _value(root, relative, key)
-        scores = read_scores(root / spec.get("scores", f"{spec['step']}/scores.json"))
+        if "seeds" in spec:
+            row.update(_seeded_scores(root, spec["seeds"]))
+            rows.append(row)
+            continue
+        path = root / spec.get("scores", f"{spec['step']}/scores.json")
+        scores = read_scores(path)
         row["_per_relation"] = (scores or {}).get("per_relation") or {}
         if scores is None:
             row.update({c: None for c in SCORE_COLUMNS}, correct=None, status="missing")
@@ -79,8 +91,93 @@ def table_rows(root: Path, table: dict) -> list[dict]:
                 correct=scores.get("correct"),
                 status="ok",
             )
+            row["_runs"] = lambda path=path, scores=scores: _item_matrix([(path, scores)])
         rows.append(row)
     return rows
+
+
+def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
+    """A seeded row's cells: seeds (how many evaluated), n (items per seed), the mean accuracy
+    and its spread, each seed's accuracy, the bootstrap interval of the mean (seeds and items),
+    the mean weighted F1; ``partial`` while some seeds' evaluations are missing."""
+    from vqa_r1.report.seeds import summary
+
+    found = []
+    row: dict[str, Any] = {}
+    for entry in seeds:
+        path = root / entry.get("scores", f"{entry['step']}/scores.json")
+        scores = read_scores(path)
+        row[f"seed {entry['seed']}"] = None if scores is None else scores.get("accuracy")
+        if scores is not None:
+            found.append((entry["seed"], path, scores))
+    spread = summary([s.get("accuracy") for _, _, s in found if _is_number(s.get("accuracy"))])
+    sizes = {s.get("n") for _, _, s in found}
+    f1 = [s["f1_weighted"] for _, _, s in found if _is_number(s.get("f1_weighted"))]
+    cells = {
+        "seeds": len(found),
+        "n": sizes.pop() if len(sizes) == 1 else None,
+        "accuracy": spread["mean"],
+        "sd": spread["sd"],
+        "min": spread["min"],
+        "max": spread["max"],
+        **row,
+        "ci_low": None,
+        "ci_high": None,
+        "f1_weighted": sum(f1) / len(f1) if f1 else None,
+        "correct": None,
+        "status": "ok" if len(found) == len(seeds) else "partial" if found else "missing",
+        "_per_relation": {seed: s.get("per_relation") or {} for seed, _, s in found},
+        "_seeded": True,
+    }
+    if found:
+        runs = _item_matrix([(path, scores) for _, path, scores in found])
+        cells["_runs"] = lambda: runs
+        if runs is not None:
+            from vqa_r1.report.seeds import bootstrap_difference
+
+            # the interval of the mean accuracy: the same bootstrap against a zero row
+            ci = bootstrap_difference(runs, [[0.0] * runs.shape[1]])
+            cells["ci_low"], cells["ci_high"] = ci["ci_low"], ci["ci_high"]
+    return cells
+
+
+def _item_matrix(evaluations: list[tuple[Path, dict]]) -> Any:
+    """Runs x items of 0/1 (each item right or not), re-read from each evaluation's
+    generated_responses.json with the rule its scores.json names; None when a file is missing
+    or the items differ in number, so that the seed-aware tests are left empty rather than
+    guessed. A re-read that disagrees with scores.json's ``correct`` is an error naming it."""
+    import numpy as np
+
+    from vqa_r1.answers import extract_answer, extract_choices, label_of
+
+    runs = []
+    for scores_path, scores in evaluations:
+        responses = scores_path.parent / "generated_responses.json"
+        try:
+            records = json.loads(responses.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        rule = scores.get("answer_rule") or "robust"
+        if scores.get("answer_type") == "choice":
+            flags = [
+                bool(extract_choices(r["predicted_response"]))
+                and extract_choices(r["predicted_response"]) == extract_choices(r["true_response"])
+                for r in records
+            ]
+        else:
+            flags = []
+            for r in records:
+                answer = extract_answer(r["predicted_response"], rule)
+                flags.append(bool(answer) and answer == label_of(r["true_response"], rule))
+        if scores.get("correct") is not None and sum(flags) != scores["correct"]:
+            raise UserError(
+                f"{responses}: {sum(flags)} items right on re-reading, but {scores_path} says "
+                f"{scores['correct']}; re-run that evaluation"
+            )
+        runs.append(flags)
+    if len({len(r) for r in runs}) != 1:
+        return None
+    return np.asarray(runs, dtype=float)
 
 
 def read_scores(path: Path) -> dict | None:
@@ -123,43 +220,83 @@ def _has_counts(row: dict) -> bool:
     return row.get("correct") is not None and bool(row.get("n"))
 
 
-def versus_column(rows: list[dict], test: dict) -> tuple[str, list[float | None]]:
-    """Two-sided two-proportion p of each row against its reference row.
+def _reference_of(rows: list[dict], row: dict, test: dict, keys: list[str]) -> dict | None:
+    return next(
+        (
+            r
+            for r in rows
+            if _matches(r, test["reference"]) and all(r.get(k) == row.get(k) for k in keys)
+        ),
+        None,
+    )
+
+
+def versus_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]]:
+    """Each row against its reference row: two-sided p, and with seeds the difference too.
 
     The reference is the row matching ``reference`` that shares the row's ``within`` and
-    ``match`` labels (e.g. the same method's unbiased run, evaluated on the same domain).
+    ``match`` labels (e.g. the same method's unbiased run, evaluated on the same domain). Two
+    single runs: the two-proportion test, as before seeds existed. When either row was trained
+    with several seeds: the difference of mean accuracies, its 95 % interval and p by the
+    bootstrap over seeds and items (report/seeds.py), in the columns ``diff vs REF``,
+    ``diff low vs REF`` and ``diff high vs REF`` before ``p vs REF``.
     """
     keys = [k for k in (test.get("within"), *test.get("match", [])) if k]
     ref_text = ", ".join(f"{k}={v}" for k, v in test["reference"].items())
-    name = f"p vs {ref_text}" + (f" (same {', '.join(keys)})" if keys else "")
+    same = f" (same {', '.join(keys)})" if keys else ""
+    name = f"p vs {ref_text}{same}"
+    seeded = any(r.get("_seeded") for r in rows)
+    suffix = f"vs {ref_text}{same}"
+    diff: dict[str, list] = {
+        f"diff {suffix}": [],
+        f"diff low {suffix}": [],
+        f"diff high {suffix}": [],
+    }
     values: list[float | None] = []
     for row in rows:
-        reference = next(
-            (
-                r
-                for r in rows
-                if _matches(r, test["reference"]) and all(r.get(k) == row.get(k) for k in keys)
-            ),
-            None,
-        )
-        if (
-            reference is None
-            or reference is row
-            or not (_has_counts(row) and _has_counts(reference))
-        ):
-            values.append(None)
-            continue
-        one = two_proportion_p(row["correct"], row["n"], reference["correct"], reference["n"])
-        values.append(two_sided(one))
-    return name, values
+        reference = _reference_of(rows, row, test, keys)
+        result = None
+        if reference is not None and reference is not row:
+            if row.get("_seeded") or reference.get("_seeded"):
+                result = _seeded_versus(row, reference)
+            elif _has_counts(row) and _has_counts(reference):
+                one = two_proportion_p(
+                    row["correct"], row["n"], reference["correct"], reference["n"]
+                )
+                result = {"p": two_sided(one)}
+        values.append(None if result is None else result["p"])
+        for column, key in zip(diff, ("difference", "ci_low", "ci_high"), strict=True):
+            diff[column].append(None if result is None else result.get(key))
+    return {**diff, name: values} if seeded else {name: values}
+
+
+def _seeded_versus(row: dict, reference: dict) -> dict | None:
+    """The bootstrap over seeds and items of a row against its reference (paired on items when
+    both answered as many items: every evaluation of an experiment's split reads it in order)."""
+    from vqa_r1.report.seeds import bootstrap_difference
+
+    runs, ref = row.get("_runs"), reference.get("_runs")
+    a = runs() if runs else None
+    b = ref() if ref else None
+    if a is None or b is None:
+        return None
+    return bootstrap_difference(a, b, paired=a.shape[1] == b.shape[1])
 
 
 def chance_column(rows: list[dict]) -> list[float | None]:
-    """Exact one-sided binomial p of each row's accuracy above chance (0.5: every item is a true
-    or false claim)."""
-    return [
-        one_sided_binomial_p(r["correct"], r["n"], 0.5) if _has_counts(r) else None for r in rows
-    ]
+    """One-sided p of each row's accuracy above chance (0.5: every item is a true or false
+    claim): the exact binomial test for one run; for a seeded row, the bootstrap over seeds and
+    items (report/seeds.py)."""
+    from vqa_r1.report.seeds import bootstrap_above
+
+    out: list[float | None] = []
+    for r in rows:
+        if r.get("_seeded"):
+            runs = r["_runs"]() if r.get("_runs") else None
+            out.append(None if runs is None else bootstrap_above(runs, 0.5))
+        else:
+            out.append(one_sided_binomial_p(r["correct"], r["n"], 0.5) if _has_counts(r) else None)
+    return out
 
 
 def trend_rows(rows: list[dict], test: dict) -> list[dict]:
@@ -203,19 +340,28 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
     columns: dict[str, list] = {}
     for test in table.get("tests", []):
         if test["kind"] == "versus":
-            name, values = versus_column(rows, test)
-            columns[name] = values
+            columns.update(versus_columns(rows, test))
         elif test["kind"] == "trend":
             tests += trend_rows(rows, test)
         elif test["kind"] == "chance":
             columns["p vs chance (one-sided)"] = chance_column(rows)
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
-    frame = pd.DataFrame([{k: v for k, v in r.items() if k != "_per_relation"} for r in rows])
+    frame = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
     for name, values in columns.items():
         frame[name] = values
     frame = frame.drop(columns=["correct"])
     ordered = [c for c in frame.columns if c != "status"] + ["status"]
+    seeds = seed_columns(frame)
+    if seeds:  # the labels, how many seeds, the mean, its spread and each seed, the rest as ever
+        first = ["seeds", "n", "accuracy", "sd", "min", "max", *seeds]
+        declared = {
+            k
+            for r in table["rows"]
+            for k in (*r["labels"], *r.get("values", {}), *r.get("from_files", {}))
+        }
+        labels = [c for c in ordered if c in declared]
+        ordered = labels + first + [c for c in ordered if c not in first and c not in labels]
     return counts_as_integers(frame[ordered]), counts_as_integers(pd.DataFrame(tests))
 
 
@@ -226,28 +372,33 @@ def per_relation_table(root: Path, table: dict) -> Any:
     from vqa_r1.metrics import wilson_interval
 
     out = []
-    for row in table_rows(root, table):
+    rows = table_rows(root, table)
+    seeded = any(r.get("_seeded") for r in rows)  # then one line per seed, its seed named
+    for row in rows:
         labels = {k: v for k, v in row.items() if k in table["rows"][0]["labels"]}
-        for relation, part in sorted(row["_per_relation"].items()):
-            n = part.get("n") or 0
-            correct = round(part.get("accuracy", 0.0) * n)
-            low, high = wilson_interval(correct, n)
-            out.append(
-                {
-                    **labels,
-                    "relation": relation,
-                    "n": n,
-                    "accuracy": part.get("accuracy"),
-                    "ci_low": low,
-                    "ci_high": high,
-                }
-            )
+        per_seed = row["_per_relation"] if row.get("_seeded") else {"-": row["_per_relation"]}
+        for seed, relations in per_seed.items():
+            for relation, part in sorted(relations.items()):
+                n = part.get("n") or 0
+                correct = round(part.get("accuracy", 0.0) * n)
+                low, high = wilson_interval(correct, n)
+                out.append(
+                    {
+                        **labels,
+                        **({"seed": str(seed)} if seeded else {}),
+                        "relation": relation,
+                        "n": n,
+                        "accuracy": part.get("accuracy"),
+                        "ci_low": low,
+                        "ci_high": high,
+                    }
+                )
     return counts_as_integers(pd.DataFrame(out))
 
 
 def counts_as_integers(frame: Any) -> Any:
     """Counts stay integers in the tables even when a missing row makes pandas use floats."""
-    for column in ("n", "train n", "levels"):
+    for column in ("n", "train n", "levels", "seeds"):
         if column in frame.columns:
             frame[column] = frame[column].astype("Int64")
     return frame
@@ -283,7 +434,14 @@ def build_report(root: str | Path) -> dict:
     for table in experiment.get("tables", []):
         frame, tests = build_table(root, table)
         missing += int((frame["status"] == "missing").sum())
-        paths = write(frame, table["name"], table.get("title", ""))
+        title = table.get("title", "")
+        if seed_columns(frame):
+            title += (
+                f". Trained rows: mean over {len(seed_columns(frame))} seeds (sd, min, max and "
+                "each seed's accuracy beside it); their ci and diff: 95 % bootstrap over seeds and "
+                "items, p two-sided (one-sided vs chance); single runs: Wilson, exact tests"
+            )
+        paths = write(frame, table["name"], title)
         if len(tests):
             paths += write(tests, f"{table['name']}_tests", "Tests: " + table.get("title", ""))
         if table.get("per_relation"):
@@ -297,17 +455,37 @@ def build_report(root: str | Path) -> dict:
     for plot in experiment.get("plots", []):
         if plot.get("kind") != "rewards":
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown plot kind {plot.get('kind')!r}")
-        runs = {Path(step).name: root / step for step in plot["steps"]}
-        written.append(str(plot_reward_curves(runs, root / plot["file"]).relative_to(root)))
+        written.append(str(reward_plot(root, plot["steps"], root / plot["file"]).relative_to(root)))
     written += [str(p.relative_to(root)) for p in plot_all_runs(root)]
     return {"written": sorted(written), "missing_rows": missing}
+
+
+def reward_plot(root: Path, steps: list[str], png: Path) -> Path:
+    """GRPO reward curves: a panel per run, or with seeds (``runs/grpo/seed-43``) a panel per
+    condition with a line per seed."""
+    seeded = [Path(step) for step in steps if SEED_FOLDER.fullmatch(Path(step).name)]
+    if not seeded:
+        return plot_reward_curves({Path(step).name: root / step for step in steps}, png)
+    from vqa_r1.report.seed_plots import plot_seeded_reward_curves
+
+    groups: dict[str, dict[str, Path]] = {}
+    for step in map(Path, steps):
+        name, seed = (step.parent.name, step.name) if step in seeded else (step.name, "")
+        groups.setdefault(name, {})[seed.replace("-", " ")] = root / step
+    return plot_seeded_reward_curves(groups, png)
+
+
+def seed_columns(frame: Any) -> list[str]:
+    """The per-seed accuracy columns of a seeded table (``seed 42``, ...), in table order."""
+    return [c for c in frame.columns if SEED_COLUMN.fullmatch(str(c))]
 
 
 def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
     skip = set(plot.get("skip", []))
     hue = plot.get("hue")
     data = frame[[str(v) not in skip for v in frame[hue]]] if hue else frame
-    data = data[data["status"] == "ok"]
+    seeds = seed_columns(frame)
+    data = data[data["status"].isin(["ok", "partial"] if seeds else ["ok"])]
     png = out / plot["file"]
     reference, label = 0.5, "chance"
     if plot.get("reference"):  # e.g. the base model's accuracy instead of chance
@@ -315,6 +493,8 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
         if len(match) and match["accuracy"].notna().all():
             reference = float(match["accuracy"].iloc[0])
             label = ", ".join(f"{v}" for v in plot["reference"].values()) + f" ({reference:.3f})"
+    if seeds:
+        return draw_seeded(data, plot, png, title, seeds, reference, label)
     if plot["kind"] == "trend":
         return plot_accuracy_trend(
             data,
@@ -349,3 +529,23 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
         reference=reference,
         reference_label=label,
     )
+
+
+def draw_seeded(
+    data: Any, plot: dict, png: Path, title: str, seeds: list[str], reference: float, label: str
+) -> Path:
+    """A seeded table's plot: every seed as a dot on its condition's mean (report/seed_plots)."""
+    from vqa_r1.report.seed_plots import plot_seeded_bars, plot_seeded_trend
+
+    hue = plot.get("hue")
+    title = f"{title} ({len(seeds)} seeds)"
+    if plot["kind"] == "trend":
+        return plot_seeded_trend(data, plot["x"], png, seeds, hue=hue, title=title,
+                                 reference=reference, reference_label=label)  # fmt: skip
+    group, xlabel = plot["group"], None
+    if plot.get("facet"):
+        facet = plot["facet"]
+        labels = [f"{a} / {b}" for a, b in zip(data[facet], data[group], strict=True)]
+        data, group, xlabel = data.assign(condition=labels), "condition", f"{facet} / {group}"
+    return plot_seeded_bars(data, png, seeds, label=group, hue=hue, title=title, xlabel=xlabel,
+                            reference=reference, reference_label=label)  # fmt: skip
