@@ -5,16 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 
+from vqa_r1.answers import ANSWER_RULES
 from vqa_r1.eval.scoring import read_responses, rule_differences, score_responses
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="generated_responses.json file(s)")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="generated_responses.json file(s), or R1-V counting logs (counting_results_*.json)",
+    )
     parser.add_argument(
         "--answer-rule",
-        choices=["robust", "study"],
+        choices=ANSWER_RULES,
         default="robust",
-        help="robust (default) or the published study's scoring",
+        help="robust (default; number for counts), the published study's scoring, number, or "
+        "r1v_count (R1-V's counting evaluation)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -42,9 +49,15 @@ def run(args: argparse.Namespace) -> int:
             f"accuracy={s['accuracy']:.4f} [{lo:.4f}, {hi:.4f}] f1_weighted={s['f1_weighted']:.4f} "
             f"unparsed={s['unparsed']} format_rate={s['format_rate']:.3f}"
         )
-        for d in s.get("rule_differences", []):
+        if "published_accuracy" in s:
             print(
-                f"    item {d['index']}: robust read {d['robust']!r} ({'right' if d['robust_correct'] else 'wrong'}), "
-                f"study read {d['study']!r} ({'right' if d['study_correct'] else 'wrong'}), label {d['label']}"
+                f"  published accuracy={s['published_accuracy']:.4f}; items whose published "
+                f"reading differs from this rule's: {s.get('published_disagreements', 0)}"
+            )
+        for d in s.get("rule_differences", []):
+            first, second = d.get("rules", ("robust", "study"))
+            print(
+                f"    item {d['index']}: {first} read {d['robust']!r} ({'right' if d['robust_correct'] else 'wrong'}), "
+                f"{second} read {d['study']!r} ({'right' if d['study_correct'] else 'wrong'}), label {d['label']}"
             )
     return 0

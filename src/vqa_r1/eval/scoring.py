@@ -4,6 +4,15 @@ Multiple-choice records (``answer_type: "choice"``, written by evaluate for Driv
 letter sets: an item is right when the response names exactly the reference's options. The set is
 written as a canonical string ("A,B") so that the same accuracy, interval and weighted F1 code
 scores both kinds and scores.json keeps its keys.
+
+Counting records (``answer_type: "number"``, written by evaluate for counting datasets) compare
+canonical integers under a counting rule: ``number`` (eval.answer_rule ``robust`` means it for
+them) or ``r1v_count``. ``read_responses`` also reads R1-V's published evaluation logs
+(Deep-Agent/R1-V, src/eval/logs/counting_results_superclevr_200_*.json, written by
+src/eval/test_qwen2vl_counting_superclevr.py): ``{"accuracy": percent, "results": [{"question":
+the jsonl row, "ground_truth": int, "model_output": text, "extracted_answer": int or null}]}``;
+each result becomes a counting record that keeps the log's own reading and published accuracy,
+so `vqa-r1 score --answer-rule r1v_count` shows both beside ours.
 """
 
 from __future__ import annotations
@@ -12,7 +21,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from vqa_r1.answers import check_rule, extract_answer, extract_choices, label_of
+from vqa_r1.answers import (
+    NUMBER_RULES,
+    check_rule,
+    extract_answer,
+    extract_choices,
+    label_of,
+)
 from vqa_r1.errors import UserError
 from vqa_r1.metrics import classification_scores
 from vqa_r1.rewards import format_reward
@@ -38,6 +53,8 @@ def read_responses(path: str | Path) -> list[dict]:
         raise UserError(f"{path}: not a text (JSON) file; expected {expected}") from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: not valid JSON ({err})") from None
+    if is_r1v_log(data):
+        return r1v_records(data, path)
     if not isinstance(data, list) or not all(
         isinstance(r, dict) and "true_response" in r and "predicted_response" in r for r in data
     ):
@@ -47,12 +64,79 @@ def read_responses(path: str | Path) -> list[dict]:
     return data
 
 
+def is_r1v_log(data: object) -> bool:
+    """R1-V's counting log: a dict with ``results``, each with ``ground_truth`` and ``model_output``."""
+    results = data.get("results") if isinstance(data, dict) else None
+    return (
+        isinstance(results, list)
+        and bool(results)
+        and all(isinstance(r, dict) and {"ground_truth", "model_output"} <= set(r) for r in results)
+    )
+
+
+def r1v_records(data: dict, path: Path) -> list[dict]:
+    """R1-V's log as counting records (ground truth, output, question, R1-V's own reading)."""
+    records = []
+    for result in data["results"]:
+        question = result.get("question")
+        if isinstance(question, dict):
+            question = question.get("question")
+        records.append(
+            {
+                "true_response": result["ground_truth"],
+                "predicted_response": result["model_output"] or "",
+                "question": "" if question is None else str(question),
+                "answer_type": "number",
+                "published_answer": result.get("extracted_answer"),
+            }
+        )
+    if isinstance(data.get("accuracy"), int | float):
+        records[0]["published_accuracy"] = data["accuracy"]
+    return records
+
+
+def number_rule(rule: str) -> str:
+    """The counting rule a rule name means for counting records (robust -> number)."""
+    return rule if rule in NUMBER_RULES else "number"
+
+
+def score_numbers(records: Sequence[dict], rule: str, groups: Sequence[str] | None = None) -> dict:
+    """Counting records: canonical integers under ``number`` or ``r1v_count``; a log's own reading
+    and published accuracy, where it has them, are reported beside ours."""
+    rule = number_rule(rule)
+    refs = [label_of(r["true_response"], rule) for r in records]
+    preds = [extract_answer(r["predicted_response"], rule) for r in records]
+    scores = classification_scores(refs, preds, groups)
+    scores["answer_rule"] = rule
+    scores["answer_type"] = "number"
+    completions = [r["predicted_response"] for r in records]
+    scores["format_rate"] = sum(format_reward(completions)) / len(records) if records else 0.0
+    scores["unparsed"] = sum(1 for p in preds if not p)
+    if records and "published_answer" in records[0]:
+        published = [r.get("published_answer") for r in records]
+        scores["published_disagreements"] = sum(
+            1
+            for ours, theirs in zip(preds, published, strict=True)
+            if ours != ("" if theirs is None else label_of(theirs, rule))
+        )
+    if records and "published_accuracy" in records[0]:
+        scores["published_accuracy"] = records[0]["published_accuracy"] / 100
+    return scores
+
+
 def score_responses(
     records: Sequence[dict], rule: str = "robust", groups: Sequence[str] | None = None
 ) -> dict:
     check_rule(rule)
     if records and all(r.get("answer_type") == "choice" for r in records):
         return score_choices(records, groups)
+    if records and all(r.get("answer_type") == "number" for r in records):
+        return score_numbers(records, rule, groups)
+    if rule in NUMBER_RULES:
+        raise UserError(
+            f"answer rule {rule} reads counts; these responses are not counting records "
+            '(answer_type "number", or an R1-V counting log)'
+        )
     refs = [label_of(r["true_response"], rule) for r in records]
     preds = [extract_answer(r["predicted_response"], rule) for r in records]
     scores = classification_scores(refs, preds, groups)
@@ -82,13 +166,17 @@ def score_choices(records: Sequence[dict], groups: Sequence[str] | None = None) 
 
 
 def rule_differences(records: Sequence[dict]) -> list[dict]:
-    """Items that the robust and study rules score differently, with what each rule read."""
+    """Items that the robust and study rules score differently, with what each rule read
+    (for counting records: the ``number`` and ``r1v_count`` rules, reported under those keys)."""
+    robust_rule, study_rule = "robust", "study"
+    if records and all(r.get("answer_type") == "number" for r in records):
+        robust_rule, study_rule = NUMBER_RULES
     out = []
     for i, r in enumerate(records):
-        robust = extract_answer(r["predicted_response"], "robust")
-        study = extract_answer(r["predicted_response"], "study")
-        ok_robust = bool(robust) and robust == label_of(r["true_response"], "robust")
-        ok_study = bool(study) and study == label_of(r["true_response"], "study")
+        robust = extract_answer(r["predicted_response"], robust_rule)
+        study = extract_answer(r["predicted_response"], study_rule)
+        ok_robust = bool(robust) and robust == label_of(r["true_response"], robust_rule)
+        ok_study = bool(study) and study == label_of(r["true_response"], study_rule)
         if ok_robust != ok_study:
             out.append(
                 {
@@ -97,7 +185,8 @@ def rule_differences(records: Sequence[dict]) -> list[dict]:
                     "study": study,
                     "robust_correct": ok_robust,
                     "study_correct": ok_study,
-                    "label": r["true_response"].strip(),
+                    "label": str(r["true_response"]).strip(),
+                    "rules": [robust_rule, study_rule],
                 }
             )
     return out

@@ -11,8 +11,12 @@ Modules, by what they reward:
 * ``text``: reading completions and dataset columns (``completion_text``), the never-raise wrapper.
 * ``answer``: ``accuracy`` (final answer right), ``format`` (one think block, then one answer).
 * ``choice``: ``choice`` (exact set of option letters), ``choice_partial`` (partial credit).
+* ``count``: ``count`` (the final answer's number equals the solution's count).
 * ``boxes``: ``iou`` (predicted boxes matched to ``gt_boxes``/``gt_box_labels`` by Hungarian IoU).
 * ``edit``: ``edit_distance`` (gated progress from ``input_text`` towards ``target``).
+* ``cryptogram``: visual cryptograms (``data/cryptogram.py``): ``cryptogram_format``,
+  ``cryptogram_decoding`` and ``cryptogram_correct`` (gated as Groundlight's r1_vlm gates them),
+  ``cryptogram_decoding_ungated`` and ``cryptogram_correct_ungated`` (the same without the gate).
 * ``penalties``: ``length_penalty`` and ``repetition_penalty`` (non-positive shaping terms).
 
 A reward outside this package is named ``"package.module:function"`` in ``train.reward_funcs``. It
@@ -30,6 +34,14 @@ from collections.abc import Sequence
 from vqa_r1.rewards.answer import accuracy_reward, format_reward
 from vqa_r1.rewards.boxes import iou_reward
 from vqa_r1.rewards.choice import choice_partial_reward, choice_reward
+from vqa_r1.rewards.count import count_reward
+from vqa_r1.rewards.cryptogram import (
+    cryptogram_correct_reward,
+    cryptogram_correct_ungated_reward,
+    cryptogram_decoding_reward,
+    cryptogram_decoding_ungated_reward,
+    cryptogram_format_reward,
+)
 from vqa_r1.rewards.edit import edit_distance_reward
 from vqa_r1.rewards.penalties import length_penalty, make_length_penalty, repetition_penalty
 from vqa_r1.rewards.text import RewardFn, completion_text
@@ -42,6 +54,12 @@ __all__ = [
     "choice_partial_reward",
     "choice_reward",
     "completion_text",
+    "cryptogram_correct_reward",
+    "cryptogram_correct_ungated_reward",
+    "cryptogram_decoding_reward",
+    "cryptogram_decoding_ungated_reward",
+    "cryptogram_format_reward",
+    "count_reward",
     "edit_distance_reward",
     "format_reward",
     "get_rewards",
@@ -57,8 +75,14 @@ REWARDS: dict[str, RewardFn] = {
     "format": format_reward,
     "choice": choice_reward,
     "choice_partial": choice_partial_reward,
+    "count": count_reward,
     "iou": iou_reward,
     "edit_distance": edit_distance_reward,
+    "cryptogram_format": cryptogram_format_reward,
+    "cryptogram_decoding": cryptogram_decoding_reward,
+    "cryptogram_decoding_ungated": cryptogram_decoding_ungated_reward,
+    "cryptogram_correct": cryptogram_correct_reward,
+    "cryptogram_correct_ungated": cryptogram_correct_ungated_reward,
     "length_penalty": length_penalty,
     "repetition_penalty": repetition_penalty,
 }
@@ -68,8 +92,14 @@ REWARD_RANGES: dict[str, tuple[float, float]] = {
     "format": (0.0, 1.0),
     "choice": (0.0, 1.0),
     "choice_partial": (0.0, 1.0),
+    "count": (0.0, 1.0),
     "iou": (0.0, 1.0),
     "edit_distance": (0.0, 1.0),
+    "cryptogram_format": (0.0, 1.0),
+    "cryptogram_decoding": (0.0, 1.0),
+    "cryptogram_decoding_ungated": (0.0, 1.0),
+    "cryptogram_correct": (0.0, 1.0),
+    "cryptogram_correct_ungated": (0.0, 1.0),
     "length_penalty": (-1.0, 0.0),
     "repetition_penalty": (-1.0, 0.0),
 }
