@@ -332,7 +332,8 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
     )
     if executor == "local" or (not job and entry.recorded_state):
         status.state = entry.recorded_state or info["state"] or "UNKNOWN"
-        if status.state == "RUNNING" and info["state"] in ("FAILED", "INTERRUPTED", "DEAD"):
+        ended = ("FAILED", "INTERRUPTED", "DEAD", "UNHEALTHY")
+        if status.state == "RUNNING" and info["state"] in ended:
             status.state = info["state"]  # the chain's runner was killed with its step
         status.started = status.state != "NOT RUN"
         return status
