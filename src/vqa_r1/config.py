@@ -23,7 +23,7 @@ import yaml
 
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
-from vqa_r1.typed_config import build, load_mapping, option, to_dict
+from vqa_r1.typed_config import build, further_keys, load_mapping, option, to_dict
 
 # the same words as vqa_r1.models.device (config sits below models: it may not import it)
 DEVICE_HELP = (
@@ -231,6 +231,18 @@ class TrainConfig:
         default_factory=list, help="trackers, e.g. wandb; the run id survives requeues"
     )
     sample_every: int = option(10, help="save sampled completions every N reward calls")
+    trl: dict = further_keys(
+        lambda key, value, where: _trl_key(key, value, where),
+        help="a field of TRL's GRPOConfig / SFTConfig under its own name (trl_options.py)",
+    )
+
+
+def _trl_key(key: str, value: object, where: str) -> object:
+    """A train key that is not one of ours: a TRL field, typed by TRL's annotation."""
+    from vqa_r1 import trl_options
+
+    ours = [f for f in TrainConfig.__dataclass_fields__ if f != "trl"]
+    return trl_options.typed_value(key, value, where, ours)
 
 
 @dataclass
@@ -289,6 +301,10 @@ class RunConfig:
 def check_values(config: RunConfig) -> None:
     """Checks of values that need nothing but the config (types and choices are checked on load)."""
     t = config.train
+    if t.trl:  # TRL's keys: fields of the verb's class (reading TRL's source, not importing it)
+        from vqa_r1 import trl_options
+
+        trl_options.check_verb(config.verb, t.trl)
     if t.reward_weights is not None and len(t.reward_weights) != len(t.reward_funcs):
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
     if t.learning_rate <= 0:

@@ -15,7 +15,9 @@ with the same rules everywhere:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import difflib
 import re
 import types
 import typing
@@ -46,6 +48,30 @@ def option(
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def further_keys(typer: Callable[[str, Any, str], Any], *, help: str) -> Any:
+    """A mapping field holding a section's keys that are not its fields (TrainConfig's TRL keys):
+    ``build`` sends every other key to ``typer(key, value, where)``, which returns the typed value
+    or raises a UserError (unknown, refused, ill-typed); ``to_dict`` writes them flat beside the
+    section's fields, so they read back the same way. Not a key itself: ``describe`` skips it."""
+    return dataclasses.field(default_factory=dict, metadata={"help": help, "further_keys": typer})
+
+
+def further_field(cls: type) -> dataclasses.Field | None:
+    """The ``further_keys`` field of a dataclass, if it has one."""
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("further_keys") is not None:
+            return f
+    return None
+
+
+def unknown_key(path: str, key: str, names: Any) -> UserError:
+    """The error of an unknown key: its path, the closest valid name, and the valid names."""
+    names = sorted(names)
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return UserError(f"unknown key {path!r}; valid keys here: {', '.join(names)}{hint}")
 
 
 # ------------------------------------------------------------------------------------ YAML
@@ -225,14 +251,19 @@ def build(cls_or_obj: Any, data: dict, where: str = "") -> Any:
     else:
         values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
     cls = cls_or_obj if isinstance(cls_or_obj, type) else type(obj)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    further = further_field(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f is not further}
     hints = _hints(cls)
     if not isinstance(data, dict):
         raise UserError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
     for key, value in data.items():
         path = f"{where}.{key}" if where and not where.endswith(":") else f"{where} {key}".strip()
+        if key not in fields and further is not None:
+            typed = further.metadata["further_keys"](key, value, path)
+            values[further.name] = {**values.get(further.name, {}), key: typed}
+            continue
         if key not in fields:
-            raise UserError(f"unknown key {path!r}; valid keys here: {', '.join(sorted(fields))}")
+            raise unknown_key(path, key, fields)
         annotation = hints[key]
         if dataclasses.is_dataclass(annotation):
             if not isinstance(value, dict):
@@ -266,7 +297,20 @@ def to_dict(obj: Any) -> dict:
             return str(value)
         return value
 
-    return plain(dataclasses.asdict(obj))
+    def mapping(obj: Any) -> dict:
+        out, extra = {}, {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.metadata.get("further_keys") is not None:
+                extra = value
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                out[f.name] = mapping(value)
+            else:
+                out[f.name] = plain(copy.deepcopy(value))
+        out.update({k: plain(copy.deepcopy(extra[k])) for k in sorted(extra)})
+        return out
+
+    return mapping(obj)
 
 
 # ------------------------------------------------------------------------------------ help
@@ -296,6 +340,14 @@ def describe(cls: type, prefix: str = "", values: Any = None) -> list[tuple[str,
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
+            continue
+        if f.metadata.get("further_keys") is not None:
+            for name, value in sorted(
+                (getattr(values, f.name) if values is not None else {}).items()
+            ):
+                rows.append(
+                    (f"{prefix}{name}", type_name(type(value)), _show(value), f.metadata["help"])
+                )
             continue
         key = f"{prefix}{f.name}"
         annotation = hints[f.name]

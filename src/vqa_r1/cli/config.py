@@ -39,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "config") -> None
         "dataclass default)",
     )
     g.add_argument("--verb", default=None, help="sft, grpo, evaluate or merge")
+    g.add_argument(
+        "--trl-options",
+        action="store_true",
+        help="with --verb: every settable train key of that verb, ours and TRL's (GRPOConfig for "
+        "grpo, SFTConfig for sft, TrainingArguments included) with type, default and help, and "
+        "the TRL fields the suite sets itself (refused, with why)",
+    )
     add_model_argument(g, what=f" (default: {DEFAULT_MODEL})")
     parser.set_defaults(model=None)  # given or not: --model without --verb is an error
     add_recipe_argument(g, "VERB")
@@ -73,11 +80,40 @@ def resolved_lines(verb: str, model: str, recipe: str | None, overrides: list[st
     ]
 
 
+def trl_option_lines(verb: str) -> list[str]:
+    """Every train key ``verb`` takes: ``[ours]`` (TrainConfig), ``[trl]`` (a field of the verb's
+    TRL config, under TRL's name and help) and ``[refused]`` (set by the suite: the reason)."""
+    from vqa_r1 import trl_options
+    from vqa_r1.config import TrainConfig
+    from vqa_r1.recipes import VERBS
+
+    if verb not in VERBS:
+        raise UserError(f"config: unknown verb {verb!r}: one of {', '.join(VERBS)}")
+    ours = {key: (kind, default, text) for key, kind, default, text in describe(TrainConfig)}
+    which = trl_options.CLASSES.get(verb, "GRPOConfig or SFTConfig (not used by " + verb + ")")
+    lines = [
+        f"# train keys of `vqa-r1 {verb}`: [ours] TrainConfig's, [trl] TRL's {which} fields "
+        "(TrainingArguments included; `--set train.KEY=VALUE` or a recipe's train: section), "
+        "[refused] set by the suite"
+    ]
+    for key, kind, type_, default, text in trl_options.listing(verb, ours):
+        lines.append(f"  train.{key} [{kind}] ({type_}, default {default})")
+        if text:
+            lines.append(f"      {text}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.verb is None and (args.model or args.recipe or args.overrides):
+    if args.verb is None and (args.model or args.recipe or args.overrides or args.trl_options):
         raise UserError(
-            "config: --model, --recipe and --set need --verb (sft, grpo, evaluate or merge)"
+            "config: --model, --recipe, --set and --trl-options need --verb (sft, grpo, evaluate "
+            "or merge)"
         )
+    if args.trl_options:
+        if args.section or args.markdown or args.model or args.recipe or args.overrides:
+            raise UserError("config: --trl-options takes --verb alone")
+        print("\n".join(trl_option_lines(args.verb)))
+        return 0
     if args.verb is not None:
         if args.section or args.markdown:
             raise UserError(

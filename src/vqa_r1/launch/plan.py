@@ -12,6 +12,7 @@ tests) do not share it.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Callable
@@ -119,6 +120,7 @@ class Planner:
     job: JobOptions
     noted: set[str] = field(default_factory=set)  # remarks said (once per launch)
     checked_splits: set[tuple[str, str, str]] = field(default_factory=set)  # images read
+    trl_checked: set[str] = field(default_factory=set)  # train settings TRL has accepted
 
     def request_for_config(
         self,
@@ -148,6 +150,7 @@ class Planner:
         gpus, nodes = self.one_writer(verb, gpus, nodes)
         processes = processes_per_node(config, gpus, requested)  # the vLLM server's GPUs left out
         check_grpo_batch(config, processes * nodes)
+        self.check_trl(verb, config, processes * nodes)
         for note in check_vllm(config, gpus, processes * nodes):
             self.note(note)
         res = Resources(
@@ -396,6 +399,19 @@ class Planner:
         if key not in self.checked_splits:
             load_split(config.data.dataset, split, check_images=True, options=options)
             self.checked_splits.add(key)
+
+    def check_trl(self, verb: str, config: RunConfig, processes: int) -> None:
+        """TRL's checks of the verb's SFTConfig / GRPOConfig (train/runner.check_trl_config), once
+        per distinct train section and process count of a launch (a sweep plans many)."""
+        if verb not in ("sft", "grpo"):
+            return
+        key = json.dumps([verb, processes, config.to_dict()["train"]], sort_keys=True, default=str)
+        if key in self.trl_checked:
+            return
+        from vqa_r1.train.runner import check_trl_config  # imports TRL (seconds): only here
+
+        check_trl_config(config, processes)
+        self.trl_checked.add(key)
 
     def check_model_available(self, config: RunConfig) -> None:
         """A hub model must be in the cache before a job is queued: compute nodes are often offline

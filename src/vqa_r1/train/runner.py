@@ -19,6 +19,7 @@ from typing import Any
 from vqa_r1 import output_dir, ranks
 from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
+from vqa_r1.errors import UserError
 from vqa_r1.io import follow_umask
 from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
 from vqa_r1.recipes import deepspeed_config
@@ -129,15 +130,20 @@ def training_args(config: RunConfig, rd: RunDir) -> Any:
 
 
 def _trainer_config(config: RunConfig, rd: RunDir) -> Any:
-    common = _common_args(config, rd)
+    cls, kwargs = trainer_config_kwargs(config, rd)
+    return cls(**kwargs)
+
+
+def trainer_config_kwargs(config: RunConfig, rd: RunDir) -> tuple[type, dict]:
+    """The verb's TRL config class and its arguments: our fields, then the train section's TRL
+    keys (``train.trl``, trl_options.py: never one of ours nor one set here, which are refused)."""
+    from vqa_r1.trl_options import trl_class
+
+    common = {**_common_args(config, rd), **config.train.trl}
     if config.verb == "sft":
-        from trl import SFTConfig
-
-        return SFTConfig(**common, max_length=None, remove_unused_columns=False)
-    from trl import GRPOConfig
-
+        return trl_class("sft"), dict(**common, max_length=None, remove_unused_columns=False)
     t = config.train
-    return GRPOConfig(
+    return trl_class("grpo"), dict(
         **common,
         num_generations=t.num_generations,
         max_completion_length=t.max_completion_length,
@@ -148,6 +154,54 @@ def _trainer_config(config: RunConfig, rd: RunDir) -> Any:
         reward_weights=t.reward_weights,
         **_grpo_vllm_args(t),
     )
+
+
+def check_trl_config(config: RunConfig, processes: int) -> None:
+    """TRL's own checks of the verb's config (``__post_init__``) and the values it documents but
+    checks only in the trainer, on the login node: the config built as the run builds it, with
+    ``processes`` training processes in all. A UserError naming ``train.<key>`` where TRL's
+    message names one.
+
+    Built here with what the login node cannot be: the output folder a temporary path (nothing
+    is written), ``use_cpu=True`` and no tf32 or DeepSpeed (a GPU-less login node would trip
+    transformers' device checks; the job's own hardware decides those, and train.deepspeed is
+    checked by recipes), and the generation batch the job's process count gives (TRL derives it
+    from the world size, 1 here)."""
+    import re
+    import tempfile
+
+    from vqa_r1.trl_options import check_choices
+
+    if config.verb not in ("sft", "grpo"):
+        return
+    check_choices(config.verb, {**config.to_dict()["train"]})
+    rd = RunDir(Path(tempfile.gettempdir()) / "vqa-r1-trl-check")
+    cls, kwargs = trainer_config_kwargs(config, rd)
+    kwargs.update(use_cpu=True, ddp_backend=None, deepspeed=None, bf16=False)
+    kwargs.pop("tf32", None)
+    if config.verb == "grpo":
+        per_process = kwargs["per_device_train_batch_size"]
+        if kwargs.get("generation_batch_size") is None:  # (both set: TRL refuses it below)
+            steps = (
+                kwargs.pop("steps_per_generation", None) or kwargs["gradient_accumulation_steps"]
+            )
+            kwargs["generation_batch_size"] = per_process * processes * steps
+        elif kwargs["generation_batch_size"] % (per_process * processes):
+            raise UserError(
+                f"train.generation_batch_size ({kwargs['generation_batch_size']}) must be "
+                f"divisible by the global batch size ({per_process} x {processes} processes)"
+            )
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cls(**kwargs)
+    except (ValueError, TypeError) as err:
+        text = " ".join(str(err).split())
+        named = [k for k in config.to_dict()["train"] if re.search(rf"\b{k}\b", text)]
+        where = f"train.{named[0]}" if named else f"train ({cls.__name__})"
+        raise UserError(f"{where}: {text}") from None
 
 
 def build_trainer(
