@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +174,171 @@ def test_counting_rules_refuse_true_false_records():
 
     with pytest.raises(UserError, match="reads counts"):
         score_responses([{"true_response": "True", "predicted_response": "True"}], R1V)
+
+
+# --- release formats ----------------------------------------------------------------------------
+
+
+def superclevr_release(root, counts=(4, 9, 10, 3), prompts_folder=False):
+    """R1-V's src/eval/ layout: the problems .jsonl (as released) and images/ from images.zip."""
+    from PIL import Image
+
+    (root / "images").mkdir(parents=True)
+    lines = []
+    for i, count in enumerate(counts):
+        name = f"superCLEVR_new_{25000 + i:06d}.png"
+        Image.new("RGB", (24, 16), (40 * i % 255, 90, 160)).save(root / "images" / name)
+        lines.append(
+            json.dumps(
+                {
+                    "image_path": f"./images/{name}",
+                    "question": "How many different items are there in the image?",
+                    "ground_truth": count,
+                }
+            )
+        )
+    where = root / "prompts" if prompts_folder else root
+    where.mkdir(exist_ok=True)
+    (where / "superclevr_test200_counting_problems.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("prompts_folder", [False, True])
+def test_superclevr_release_becomes_counting_rows(tmp_path, prompts_folder):
+    from vqa_r1.data import formats
+    from vqa_r1.data.datasets import load_split
+
+    folder = superclevr_release(tmp_path / "eval", prompts_folder=prompts_folder)
+    assert formats.detect(folder).NAME == "superclevr"
+    ds = load_split(folder, "test")
+    assert len(ds) == 4
+    row = ds[1]
+    assert row["problem"] == "How many different items are there in the image?"
+    assert (row["solution"], row["label"], row["answer_type"]) == (
+        "<answer> 9 </answer>",
+        "9",
+        "number",
+    )
+    assert row["relation"] == "count 9"
+    assert row["image_path"].endswith("images/superCLEVR_new_025001.png")
+
+
+def test_superclevr_absolute_paths_of_another_machine_are_found_by_name(tmp_path):
+    from vqa_r1.data.datasets import load_split
+
+    folder = superclevr_release(tmp_path / "eval")
+    path = folder / "superclevr_test200_counting_problems.jsonl"
+    path.write_text(path.read_text().replace("./images/", "/home/someone/images/"))
+    assert Path(load_split(folder, "test")[0]["image_path"]).parent == folder / "images"
+
+
+def test_superclevr_bad_ground_truth_and_missing_images_are_errors(tmp_path):
+    from vqa_r1.data.datasets import load_split
+    from vqa_r1.errors import UserError
+
+    folder = superclevr_release(tmp_path / "eval")
+    for image in (folder / "images").iterdir():
+        image.unlink()
+    with pytest.raises(UserError, match="images.zip"):
+        load_split(folder, "test")
+    other = superclevr_release(tmp_path / "other")
+    path = other / "superclevr_test200_counting_problems.jsonl"
+    path.write_text(path.read_text().replace('"ground_truth": 9', '"ground_truth": "nine"'))
+    with pytest.raises(UserError, match="row 2: ground_truth 'nine' is not a count"):
+        load_split(other, "test")
+
+
+def hub_rows(n=5):
+    import io
+
+    from PIL import Image
+
+    rows = []
+    for i in range(n):
+        buf = io.BytesIO()
+        Image.new("RGB", (20, 12), (30 * i, 100, 200)).save(buf, format="PNG")
+        rows.append(
+            {
+                "image": {"bytes": buf.getvalue(), "path": None},
+                "problem": "How many items are there in the image?",
+                "solution": f"<answer> {3 + i} </answer>",
+            }
+        )
+    return rows
+
+
+def test_r1v_hub_snapshot_parquet_becomes_counting_rows(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vqa_r1.data import formats
+    from vqa_r1.data.datasets import load_split
+
+    folder = tmp_path / "clevr_cogen_a_train"
+    (folder / "data").mkdir(parents=True)
+    rows = hub_rows()
+    rows[2]["solution"] = "<answer> many </answer>"  # dropped and said
+    pq.write_table(pa.Table.from_pylist(rows), folder / "data" / "train-00000-of-00001.parquet")
+    (folder / "README.md").write_text("---\ndataset_info: ...\n---\n")
+    assert formats.detect(folder).NAME == "r1v_clevr"
+    ds = load_split(folder, "train")
+    assert list(ds["label"]) == ["3", "4", "6", "7"]
+    assert ds[0]["solution"] == "<answer> 3 </answer>"  # as released
+    assert ds[0]["problem"] == "How many items are there in the image?"
+    assert "/.vqa_r1/r1v_clevr-images/" in ds[0]["image_path"]
+    assert "has no count" in capsys.readouterr().err
+
+
+def test_r1v_rows_saved_with_save_to_disk_are_converted(tmp_path):
+    from datasets import Dataset, DatasetDict, Features, Image, Value
+
+    from vqa_r1.data.datasets import load_split
+
+    features = Features({"image": Image(), "problem": Value("string"), "solution": Value("string")})
+    ds = Dataset.from_list(hub_rows(3), features=features)
+    DatasetDict({"train": ds}).save_to_disk(str(tmp_path / "saved"))
+    loaded = load_split(tmp_path / "saved", "train")
+    assert list(loaded["label"]) == ["3", "4", "5"] and set(loaded["answer_type"]) == {"number"}
+
+
+def test_evaluate_reads_a_superclevr_folder_through_the_cli(tmp_path):
+    from vqa_r1.cli import main
+
+    folder = superclevr_release(tmp_path / "eval")
+    out = tmp_path / "out"
+    argv = [
+        "evaluate", "--model", "tiny-qwen2.5-vl", "--dataset", str(folder),
+        "--output-dir", str(out), "--set", "eval.split=test", "--set", "eval.limit=2",
+        "--set", "eval.max_new_tokens=4", "--set", "eval.batch_size=2",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    scores = json.loads((out / "scores.json").read_text())
+    assert (scores["n"], scores["answer_type"], scores["answer_rule"]) == (2, "number", "number")
+    assert set(scores["per_relation"]) == {"count 4", "count 9"}
+    responses = json.loads((out / "generated_responses.json").read_text())
+    assert [r["true_response"] for r in responses] == [
+        "<answer> 4 </answer>",
+        "<answer> 9 </answer>",
+    ]
+    assert all(r["answer_type"] == "number" for r in responses)
+    lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert lines[0]["label"] == "4" and {"number", "r1v_count"} <= set(lines[0])
+    rescored = score_responses(read_responses(out / "generated_responses.json"), R1V)
+    assert rescored["n"] == 2 and rescored["answer_rule"] == R1V
+
+
+def test_counting_rows_ask_for_a_number():
+    from datasets import Dataset
+
+    from vqa_r1.data.datasets import trainer_rows
+    from vqa_r1.data.formats.common import count_row
+    from vqa_r1.data.prompts import COUNT_INSTRUCTION
+
+    class Adapter:
+        def messages(self, question, instruction=None):
+            return [{"role": "user", "content": f"{question} {instruction}"}]
+
+    ds = Dataset.from_list([count_row("How many cubes are there?", 3, "x.png")])
+    rows = trainer_rows(ds, Adapter(), "grpo").remove_columns("image")
+    assert rows[0]["prompt"][0]["content"].endswith(COUNT_INSTRUCTION)
+    assert rows[0]["solution"] == "<answer> 3 </answer>"

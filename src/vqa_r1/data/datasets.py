@@ -24,10 +24,11 @@ from typing import Any
 
 from vqa_r1 import ranks
 from vqa_r1.data import formats
+from vqa_r1.data.cryptogram import CRYPTOGRAM_INSTRUCTION
 from vqa_r1.data.curriculum import scene_fingerprint
 from vqa_r1.data.formats.common import check_labels
 from vqa_r1.data.images import DEFAULT_HINT, check_image_paths
-from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
+from vqa_r1.data.prompts import COUNT_INSTRUCTION, problem_text, sft_completion, solution_text
 from vqa_r1.data.synthetic import (
     RELATIONS,
     DomainShift,
@@ -278,6 +279,10 @@ def trainer_rows(
     """
 
     columns = set(ds.column_names)
+    if instruction is None and "answer_type" in columns and set(ds["answer_type"]) == {"number"}:
+        instruction = COUNT_INSTRUCTION  # counting rows: the family's instruction asks True/False
+    if instruction is None and "coded_message" in columns:
+        instruction = CRYPTOGRAM_INSTRUCTION  # cryptogram rows: <chars> then <answer>
     has_scene = {"subj", "relation"} <= columns and set(ds["relation"]) <= set(RELATIONS)
     own_solution = "solution" in columns
     if rationale == "scene" and "boxes" not in columns and not own_solution:
@@ -300,7 +305,8 @@ def trainer_rows(
             out["solution"] = row["solution"] if own_solution else solution_text(row["label"])
         return out
 
-    # the box and choice rewards get these by name (TRL passes extra dataset columns as kwargs)
+    # the box, choice and cryptogram rewards get these by name (TRL passes extra dataset columns
+    # as kwargs); word_count: a cryptogram's curriculum stage
     keep = {
         "image_path",
         "caption",
@@ -309,6 +315,9 @@ def trainer_rows(
         "gt_boxes",
         "gt_box_labels",
         "answer_type",
+        "coded_message",
+        "decoded_message",
+        "word_count",
     }
     if kind != "sft":
         keep.add("solution")

@@ -14,6 +14,13 @@ REASONING_INSTRUCTION = (
     "then give the final answer, True or False, in <answer> </answer> tags."
 )
 
+# counting rows (answer_type "number") when data.instruction is not set: the family's instruction
+# asks for True or False
+COUNT_INSTRUCTION = (
+    "First think about the question in <think> </think> tags, "
+    "then give the final answer, a number, in <answer> </answer> tags."
+)
+
 
 def problem_text(caption: str) -> str:
     return f"Is the following statement true: {caption.strip()}"

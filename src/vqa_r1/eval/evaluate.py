@@ -8,6 +8,9 @@ accuracy, format rate, and the generation-cache decision).
 Multiple-choice datasets (rows with ``answer_type == "choice"``, e.g. DrivingVQA) ask their own
 ``problem`` and are scored on option letter sets against the row's ``solution`` (eval/scoring.py);
 their records carry ``answer_type`` so that `vqa-r1 score` rescores them the same way.
+Counting datasets (``answer_type == "number"``: SuperCLEVR, R1-V's CLEVR rows, the CoGenT
+stand-in) are scored on the count read from the answer against the row's ``solution``
+(eval.answer_rule ``robust`` reads it with the ``number`` rule, ``r1v_count`` as R1-V did).
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1 import output_dir
-from vqa_r1.answers import extract_answer
+from vqa_r1.answers import NUMBER_RULES, extract_answer
 from vqa_r1.config import RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split
-from vqa_r1.data.prompts import problem_text
+from vqa_r1.data.prompts import COUNT_INSTRUCTION, problem_text
 from vqa_r1.errors import UserError
 from vqa_r1.eval.scoring import choice_key, score_responses
 from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
@@ -79,7 +82,9 @@ def _evaluate(
         ds = ds.select(range(min(ec.limit, len(ds))))
     adapter_path = resolve_adapter(adapter)
     columns = ds.column_names
-    choice = "answer_type" in columns and len(ds) > 0 and set(ds["answer_type"]) == {"choice"}
+    kinds = set(ds["answer_type"]) if "answer_type" in columns and len(ds) > 0 else set()
+    choice = kinds == {"choice"}
+    number = kinds == {"number"}
     if "problem" in columns:
         questions = list(ds["problem"])
     else:
@@ -110,7 +115,10 @@ def _evaluate(
     settings = GenerationSettings(
         max_new_tokens=ec.max_new_tokens, cache=config.model.generation_cache
     )
-    gen = Generator(loaded, settings, config.data.instruction)
+    instruction = config.data.instruction
+    if instruction is None and number:
+        instruction = COUNT_INSTRUCTION
+    gen = Generator(loaded, settings, instruction)
     if done and done[0].get("generation_cache"):  # decide as the first attempt did
         first = done[0]
         gen.restore_cache_decision(first["generation_cache"], first["use_cache"], first["check"])
@@ -143,7 +151,7 @@ def _evaluate(
     seconds = sum(b["seconds"] for b in done)
     first = done[0] if done else {}
     # the study's two fields, plus the claim so the judge needs no side file
-    if choice:
+    if choice or number:
         truths = list(ds["solution"])
     else:
         truths = ["True" if int(lbl) == 1 else "False" for lbl in labels]
@@ -151,9 +159,9 @@ def _evaluate(
         {"true_response": truth, "predicted_response": text, "question": caption}
         for truth, text, caption in zip(truths, outputs, ds["caption"], strict=True)
     ]
-    if choice:
+    if choice or number:
         for record in records:
-            record["answer_type"] = "choice"
+            record["answer_type"] = "choice" if choice else "number"
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
     scores.update(
@@ -177,10 +185,10 @@ def _evaluate(
             {
                 "caption": c,
                 "relation": (relations[i] if relations else None),
-                "label": labels[i] if choice else int(labels[i]),
+                "label": labels[i] if choice or number else int(labels[i]),
                 "response": outputs[i],
                 "truncated": truncated[i],
-                **_readings(outputs[i], choice),
+                **_readings(outputs[i], "choice" if choice else "number" if number else ""),
             }
         )
         for i, c in enumerate(ds["caption"])
@@ -282,10 +290,13 @@ class BatchLog:
             os.fsync(fh.fileno())
 
 
-def _readings(response: str, choice: bool) -> dict:
-    """What the scorer read from a response: option letters, or both rules' True/False."""
-    if choice:
+def _readings(response: str, kind: str) -> dict:
+    """What the scorer read from a response: option letters, both counting rules' counts, or
+    both rules' True/False."""
+    if kind == "choice":
         return {"choices": choice_key(response)}
+    if kind == "number":
+        return {rule: extract_answer(response, rule) for rule in NUMBER_RULES}
     return {
         "robust": extract_answer(response, "robust"),
         "study": extract_answer(response, "study"),

@@ -120,3 +120,35 @@ def notice(message: str) -> None:
     if message not in _NOTICED:
         _NOTICED.add(message)
         print(f"note: {message}", file=sys.stderr, flush=True)
+
+
+COUNT_COLUMNS = (
+    "image_path",
+    "problem",
+    "caption",
+    "solution",
+    "label",
+    "answer_type",
+    "relation",
+)
+
+
+def count_row(
+    question: str, count: int, image_path: Path | str, solution: str | None = None
+) -> dict:
+    """One counting question: ``solution`` "<answer> N </answer>" (R1-V's training form unless the
+    release has its own), ``label`` the count as text, ``answer_type`` "number" (scored by the
+    counting rules, answers.py) and ``relation`` "count N", so per-relation accuracy is per count."""
+    return {
+        "image_path": str(image_path),
+        "problem": question,
+        "caption": question,
+        "solution": solution if solution is not None else f"<answer> {count} </answer>",
+        "label": str(count),
+        "answer_type": "number",
+        "relation": f"count {count}",
+    }
+
+
+def count_features() -> Any:
+    return string_features(*COUNT_COLUMNS, ints=())
