@@ -1,0 +1,194 @@
+"""The cryptogram generator: deterministic, held-out messages never trained on, a curriculum over
+the number of words, decoders that decode, and a folder the loaders and rewards read."""
+
+import json
+from collections import Counter
+
+import pytest
+from PIL import Image
+
+from vqa_r1.data.cryptogram import (
+    CRYPTOGRAM_INSTRUCTION,
+    SPACE_CODE,
+    WORDS,
+    CryptogramSpec,
+    chars_form,
+    draw_decoder,
+    generate,
+    make_cryptogram,
+    write_dataset,
+)
+from vqa_r1.data.datasets import load_split, trainer_rows
+from vqa_r1.rewards import REWARDS
+
+SMALL = {"train": 60, "validation": 15, "test": 30}
+
+
+def _decode(coded: str, decoder: dict) -> str:
+    return "".join(" " if c == SPACE_CODE else decoder[c] for c in coded.split(" "))
+
+
+def test_deterministic_by_seed():
+    a = generate(CryptogramSpec(splits=SMALL, seed=3))
+    b = generate(CryptogramSpec(splits=SMALL, seed=3))
+    c = generate(CryptogramSpec(splits=SMALL, seed=4))
+    key = lambda ex: {s: [(x.message, x.decoder, x.cells) for x in v] for s, v in ex.items()}  # noqa: E731
+    assert key(a) == key(b) and key(a) != key(c)
+    assert list(a) == list(SMALL) and {s: len(v) for s, v in a.items()} == SMALL
+
+
+def test_held_out_messages_never_in_train():
+    spec = CryptogramSpec(splits={"train": 600, "validation": 60, "test": 120}, seed=1)
+    ex = generate(spec)
+    train = {c.message for c in ex["train"]}
+    validation = {c.message for c in ex["validation"]}
+    test = {c.message for c in ex["test"]}
+    assert not train & validation and not train & test and not validation & test
+
+
+def test_curriculum_and_equal_shares():
+    ex = generate(CryptogramSpec(splits=SMALL, seed=0))
+    counts = [c.word_count for c in ex["train"]]
+    assert counts == sorted(counts)  # one word first, then two, then three
+    assert Counter(counts) == {1: 20, 2: 20, 3: 20}
+    assert Counter(c.word_count for c in ex["test"]) == {1: 10, 2: 10, 3: 10}
+    mixed = generate(CryptogramSpec(splits=SMALL, seed=0, order="shuffled"))
+    assert [c.word_count for c in mixed["train"]] != sorted(c.word_count for c in mixed["train"])
+    # held-out splits are mixed
+    assert [c.word_count for c in ex["test"]] != sorted(c.word_count for c in ex["test"])
+
+
+def test_decoders_decode_and_fix_no_letter():
+    for c in generate(CryptogramSpec(splits=SMALL, seed=2))["train"]:
+        assert sorted(c.decoder) == sorted(c.decoder.values()) == sorted(c.cells)
+        assert all(code != plain for code, plain in c.decoder.items())  # a derangement
+        assert _decode(c.coded, c.decoder) == c.message
+        assert c.coded.replace(" ", "") != c.message.replace(" ", SPACE_CODE)
+        assert c.chars == chars_form(c.message)
+        assert c.chars.count(" _ ") == c.word_count - 1
+        words = c.message.split()
+        assert all(w in WORDS and 3 <= len(w) <= 8 for w in words)
+
+
+def test_settings_small_alphabet_and_checks():
+    spec = CryptogramSpec(
+        splits=SMALL, alphabet="abcdef", words="letters", word_lengths=(2, 3), word_counts=(1, 2)
+    )
+    ex = generate(spec)
+    for c in ex["train"]:
+        assert set(c.message.replace(" ", "")) <= set("abcdef") and c.word_count in (1, 2)
+    with pytest.raises(ValueError, match="words='letters'"):
+        generate(CryptogramSpec(splits=SMALL, alphabet="abcdef"))  # few English words
+    with pytest.raises(ValueError, match="too small"):
+        generate(
+            CryptogramSpec(
+                splits={"train": 5, "test": 200},
+                alphabet="ab",
+                words="letters",
+                word_lengths=(1, 1),
+                word_counts=(1,),
+            )
+        )
+    for bad in (
+        {"alphabet": "aab"},
+        {"alphabet": "a_"},
+        {"word_counts": (0,)},
+        {"word_lengths": (4, 2)},
+        {"image_size": 10},
+        {"order": "random"},
+        {"splits": {"train": -1}},
+    ):
+        with pytest.raises(ValueError):
+            CryptogramSpec(**bad)
+
+
+def test_word_file(tmp_path):
+    words = tmp_path / "words.txt"
+    words.write_text(
+        "\n".join(
+            [
+                "alpha",
+                "bravo",
+                "charlie",
+                "delta",
+                "echo",
+                "foxtrot",
+                "golf",
+                "hotel",
+                "india",
+                "juliet",
+                "kilo",
+                "Lima!",
+            ]
+        )
+    )
+    ex = generate(CryptogramSpec(splits={"train": 30}, words=str(words), word_counts=(1,)))
+    assert {c.message for c in ex["train"]} <= {
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+    }
+
+
+@pytest.mark.parametrize("size", [64, 112, 224])
+def test_decoder_image_has_every_cell(size):
+    import random
+
+    spec = CryptogramSpec(image_size=size)
+    c = make_cryptogram(random.Random(0), spec, "cat")
+    img = draw_decoder(c, size)
+    assert img.size == (size, size) and img.mode == "RGB"
+    # ink of both colours: coded letters (dark) and plain letters (blue)
+    pixels = (
+        list(img.convert("RGB").get_flattened_data())
+        if hasattr(img, "get_flattened_data")
+        else list(img.getdata())
+    )
+    assert sum(1 for p in pixels if p[2] > 150 and p[0] < 100) > 26
+    assert sum(1 for p in pixels if max(p) < 80) > 26
+
+
+class _Adapter:
+    instruction = "True or False?"
+
+    def messages(self, question, instruction=None):
+        text = f"{question} {instruction if instruction is not None else self.instruction}"
+        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+
+
+def test_folder_loads_and_its_targets_earn_full_reward(tmp_path):
+    spec = CryptogramSpec(
+        splits={"train": 6, "validation": 3, "test": 3}, image_size=112, worked_steps=True
+    )
+    out = write_dataset(tmp_path / "crypto", spec)
+    info = json.loads((out / "dataset_info.json").read_text())
+    assert info["kind"] == "cryptogram" and info["splits"] == spec.splits
+    train = load_split(out, "train")  # columns and images checked
+    assert train["word_count"] == sorted(train["word_count"])
+    first = train[0]
+    assert Image.open(first["image_path"]).size == (112, 112)
+    assert first["coded_message"] in first["problem"] and first["caption"] == first["problem"]
+    assert first["task"] == ("word" if first["word_count"] == 1 else f"word_{first['word_count']}")
+    assert json.loads(first["mapping"])  # coded letter -> plain letter
+
+    sft = trainer_rows(train, _Adapter(), "sft")
+    target = sft[0]["completion"][0]["content"][0]["text"]
+    assert target.startswith("<think> ") and "<chars> " in target
+    assert target.endswith(f"</think> <answer> {first['decoded_message']} </answer>")
+    prompt = sft[0]["prompt"][0]["content"][1]["text"]  # the cryptogram instruction, not True/False
+    assert prompt == f"{first['problem']} {CRYPTOGRAM_INSTRUCTION}"
+
+    grpo = trainer_rows(train, _Adapter(), "grpo")
+    assert {"coded_message", "decoded_message", "word_count"} <= set(grpo.column_names)
+    columns = {k: list(grpo[k]) for k in ("coded_message", "decoded_message", "solution")}
+    targets = [r["completion"][0]["content"][0]["text"] for r in sft]
+    for name in [n for n in REWARDS if n.startswith("cryptogram_")]:
+        assert REWARDS[name](completions=targets, **columns) == [1.0] * len(targets), name
