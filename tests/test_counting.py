@@ -342,3 +342,98 @@ def test_counting_rows_ask_for_a_number():
     rows = trainer_rows(ds, Adapter(), "grpo").remove_columns("image")
     assert rows[0]["prompt"][0]["content"].endswith(COUNT_INSTRUCTION)
     assert rows[0]["solution"] == "<answer> 3 </answer>"
+
+
+# --- the CLEVR-CoGenT-style stand-in --------------------------------------------------------------
+
+
+def small_spec(**splits):
+    from vqa_r1.data.counting import CountingSpec
+
+    return CountingSpec(splits=splits or {"train": ["A", 6], "test": ["A", 3], "test_b": ["B", 3]})
+
+
+def test_conditions_differ_in_pairing_and_count_range():
+    from vqa_r1.data.counting import PAIRINGS, PALETTE_1, PALETTE_2, generate_scenes
+
+    spec = small_spec()
+    a = generate_scenes(300, 1, "A", spec)
+    b = generate_scenes(300, 2, "B", spec)
+    pairs_a = {(o.shape, o.color) for s in a for o in s.objects}
+    pairs_b = {(o.shape, o.color) for s in b for o in s.objects}
+    b_only = {("cube", c) for c in PALETTE_2} | {("cylinder", c) for c in PALETTE_1}
+    assert not pairs_a & b_only  # no B pairing ever appears in A
+    assert b_only <= pairs_b and not pairs_b & ({("cube", c) for c in PALETTE_1})
+    assert all(c in PAIRINGS["A"][s] for s, c in pairs_a)
+    assert {len(s.objects) for s in a} == set(range(3, 7))
+    assert {len(s.objects) for s in b} == set(range(7, 11))
+    for scene in a + b:  # each answer is the count the question asks for
+        if scene.kind == "all":
+            assert scene.count == len(scene.objects)
+        assert 1 <= scene.count <= len(scene.objects)
+    assert {s.kind for s in a} == {"all", "shape", "color"}
+
+
+def test_separate_shifts_are_available():
+    from vqa_r1.data.counting import PALETTE_2, generate_scenes
+
+    spec = small_spec()
+    pairs = generate_scenes(100, 3, "B_pairs", spec)
+    assert {len(s.objects) for s in pairs} <= set(range(3, 7))
+    assert any(o.shape == "cube" and o.color in PALETTE_2 for s in pairs for o in s.objects)
+    counts = generate_scenes(50, 3, "B_counts", spec)
+    assert {len(s.objects) for s in counts} <= set(range(7, 11))
+
+
+def test_counting_folder_is_deterministic_and_opens_like_any_dataset(tmp_path):
+    from vqa_r1.data.counting import write_counting
+    from vqa_r1.data.datasets import load_split
+
+    spec = small_spec()
+    first = write_counting(tmp_path / "one", spec)
+    second = write_counting(tmp_path / "two", spec)
+    for split, (condition, n) in spec.splits.items():
+        ds = load_split(first, split)
+        other = load_split(second, split)
+        assert len(ds) == n and set(ds["condition"]) == {condition}
+        assert set(ds["answer_type"]) == {"number"}
+        for row, twin in zip(ds, other, strict=True):
+            assert row["question_kind"] and row["solution"] == f"<answer> {row['label']} </answer>"
+            assert {k: v for k, v in row.items() if k != "image_path"} == {
+                k: v for k, v in twin.items() if k != "image_path"
+            }
+            assert Path(row["image_path"]).read_bytes() == Path(twin["image_path"]).read_bytes()
+    test_b = load_split(first, "test_b")
+    assert all(7 <= len(objects) <= 10 for objects in test_b["objects"])
+    from vqa_r1.data.counting import CountingSpec
+
+    other_seed = write_counting(
+        tmp_path / "three", CountingSpec(splits={"train": ["A", 6]}, seed=1)
+    )
+    assert load_split(other_seed, "train")["objects"] != load_split(first, "train")["objects"]
+
+
+def test_every_object_is_drawn_where_its_box_is(tmp_path):
+    from PIL import Image
+
+    from vqa_r1.data.counting import COLORS, draw, generate_scenes
+
+    spec = small_spec()
+    for scene in generate_scenes(20, 5, "B", spec):
+        image = draw(scene, spec).convert("RGB")
+        for o in scene.objects:
+            x0, y0, x1, y1 = o.box
+            centre = image.getpixel(((x0 + x1) // 2, (y0 + y1) // 2 + 2))
+            assert centre == COLORS[o.color], (o, centre)
+        assert isinstance(image, Image.Image)
+
+
+def test_bad_counting_settings_are_refused():
+    from vqa_r1.data.counting import Condition, CountingSpec
+
+    with pytest.raises(ValueError, match="condition 'C'"):
+        CountingSpec(splits={"train": ["C", 3]})
+    with pytest.raises(ValueError, match="must fit"):
+        CountingSpec(object_size=(30, 40))
+    with pytest.raises(ValueError, match="pairing"):
+        Condition("Z")
