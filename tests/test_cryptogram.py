@@ -192,3 +192,69 @@ def test_folder_loads_and_its_targets_earn_full_reward(tmp_path):
     targets = [r["completion"][0]["content"][0]["text"] for r in sft]
     for name in [n for n in REWARDS if n.startswith("cryptogram_")]:
         assert REWARDS[name](completions=targets, **columns) == [1.0] * len(targets), name
+
+
+def _r1_vlm_rows(n: int, seed: int) -> list[dict]:
+    """Rows as r1_vlm's message_decoding_words_and_sequences_r1.py writes them."""
+    import io
+    import random
+
+    spec = CryptogramSpec()
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        message = " ".join(rng.choice(WORDS) for _ in range(1 + i % 3))
+        c = make_cryptogram(rng, spec, message)
+        buffer = io.BytesIO()
+        draw_decoder(c, 96).save(buffer, format="PNG")
+        rows.append(
+            {
+                "messages": "[...]",
+                "coded_message": c.coded,
+                "mapping": {**c.decoder, "_": " "},
+                "decoded_message": message,
+                "task": "word" if c.word_count == 1 else f"word_{c.word_count}",
+                "image": {"bytes": buffer.getvalue(), "path": f"images/{i}.png"},
+            }
+        )
+    return rows
+
+
+@pytest.mark.parametrize("layout", ["parquet", "save_to_disk"])
+def test_r1_vlm_release_is_read(tmp_path, layout):
+    from datasets import Dataset, DatasetDict
+    from datasets import Image as ImageFeature
+
+    from vqa_r1.data import formats
+
+    folder = tmp_path / "message-decoding-words-and-sequences-r1"
+    splits = {"train": _r1_vlm_rows(6, 0), "test": _r1_vlm_rows(3, 1)}
+    if layout == "parquet":
+        (folder / "data").mkdir(parents=True)
+        for split, rows in splits.items():
+            Dataset.from_list(rows).to_parquet(
+                str(folder / "data" / f"{split}-00000-of-00001.parquet")
+            )
+    else:
+        dd = DatasetDict({s: Dataset.from_list(r) for s, r in splits.items()})
+        dd.cast_column("image", ImageFeature()).save_to_disk(str(folder))
+    assert formats.detect(folder).NAME == "r1_vlm_cryptogram"
+    assert not formats.is_saved_dataset(folder)
+    train = load_split(folder, "train")
+    test = load_split(folder, "test")
+    assert len(train) == 6 and len(test) == 3
+    released = splits["train"]
+    assert train["coded_message"] == [r["coded_message"] for r in released]
+    assert train["decoded_message"] == [r["decoded_message"] for r in released]
+    assert train["task"] == [r["task"] for r in released]
+    assert json.loads(train[0]["mapping"])["_"] == " "
+    sft = trainer_rows(train, _Adapter(), "sft")
+    targets = [r["completion"][0]["content"][0]["text"] for r in sft]
+    columns = {k: list(train[k]) for k in ("coded_message", "decoded_message")}
+    for name in [n for n in REWARDS if n.startswith("cryptogram_")]:
+        assert REWARDS[name](completions=targets, **columns) == [1.0] * 6, name
+    # copying the released coded message: the gate holds on their rows too
+    copies = [
+        f"<think><chars> {c} </chars></think><answer>x</answer>" for c in columns["coded_message"]
+    ]
+    assert REWARDS["cryptogram_decoding"](completions=copies, **columns) == [0.0] * 6

@@ -341,13 +341,37 @@ def generate(spec: CryptogramSpec) -> dict[str, list[Cryptogram]]:
     return {split: out[split] for split in spec.splits}
 
 
-def problem_text(cryptogram: Cryptogram) -> str:
-    """The question: what the image is and the coded message."""
+def problem_text(coded: str) -> str:
+    """The question for a coded message as shown (``r h q _ c t``): what the image is, the code."""
     return (
         "The image is a decoder: each cell shows a coded letter, an arrow and the letter it "
         f"stands for. Decode this message; {SPACE_CODE} stands for a space between words. "
-        f"The coded message is: {cryptogram.coded}."
+        f"The coded message is: {coded}."
     )
+
+
+def decoded_row(
+    coded: str, message: str, image_path: str, mapping: dict, reasoning: str | None = None
+) -> dict:
+    """A dataset row of one coded message and its plain ``message`` (the generator's and the
+    r1_vlm converter's; the columns ``open_split``, ``trainer_rows`` and the rewards read)."""
+    problem = problem_text(coded)
+    count = len(message.split())
+    return {
+        "image_path": image_path,
+        "caption": problem,
+        "label": 1,  # not a True/False claim: the row carries its own solution
+        "problem": problem,
+        "solution": f"<answer> {message} </answer>",
+        "reasoning": reasoning
+        if reasoning is not None
+        else f"<chars> {chars_form(message)} </chars>",
+        "coded_message": coded,
+        "decoded_message": message,
+        "mapping": json.dumps(mapping, sort_keys=True, ensure_ascii=False),
+        "word_count": count,
+        "task": "word" if count == 1 else f"word_{count}",
+    }
 
 
 def reasoning_text(cryptogram: Cryptogram, worked_steps: bool = False) -> str:
@@ -364,22 +388,11 @@ def reasoning_text(cryptogram: Cryptogram, worked_steps: bool = False) -> str:
 
 
 def row(cryptogram: Cryptogram, image_path: str, worked_steps: bool = False) -> dict:
-    """A dataset row (the columns ``open_split``, ``trainer_rows`` and the rewards read)."""
-    problem = problem_text(cryptogram)
-    count = cryptogram.word_count
-    return {
-        "image_path": image_path,
-        "caption": problem,
-        "label": 1,  # not a True/False claim: the row carries its own solution
-        "problem": problem,
-        "solution": f"<answer> {cryptogram.message} </answer>",
-        "reasoning": reasoning_text(cryptogram, worked_steps),
-        "coded_message": cryptogram.coded,
-        "decoded_message": cryptogram.message,
-        "mapping": json.dumps(cryptogram.decoder, sort_keys=True),
-        "word_count": count,
-        "task": "word" if count == 1 else f"word_{count}",
-    }
+    """The dataset row of a generated example."""
+    reasoning = reasoning_text(cryptogram, worked_steps)
+    return decoded_row(
+        cryptogram.coded, cryptogram.message, image_path, cryptogram.decoder, reasoning
+    )
 
 
 def spec_dict(spec: CryptogramSpec) -> dict:

@@ -3,14 +3,14 @@
 ``data.dataset=<folder>`` may name a folder saved with ``save_to_disk`` in the VSR schema (used as
 is) or a dataset as its authors publish it: VSR's split ``.jsonl`` files, Rel3D's split ``.json``,
 SpatialSense's ``annotations.json``, DrivingVQA's ``train.json``/``test.json``, SuperCLEVR's
-counting ``.jsonl`` (R1-V's evaluation file) or R1-V's CLEVR training rows. Those are
-converted into ``<folder>/.vqa_r1/<format>-<key>/hf`` (one module per format, each with its source
-cited) with a ``conversion_report.json`` next to ``hf``. The key hashes the converter version, the
-format's own options (DrivingVQA's pixel limit and two-question rule; the other formats have
-none), the folder's absolute path (image paths are absolute) and the size and mtime of the
-release files, so an edited release or a moved folder converts again. The cache is written through
-``atomic_dir``: a killed conversion leaves no half cache, and a cache that exists is complete. A
-read-only release folder is cached under the project cache instead.
+counting ``.jsonl`` (R1-V's evaluation file), R1-V's CLEVR training rows or r1_vlm's cryptogram
+rows. Those are converted into ``<folder>/.vqa_r1/<format>-<key>/hf`` (one module per format, each
+with its source cited) with a ``conversion_report.json`` next to ``hf``. The key hashes the
+converter version, the format's own options (DrivingVQA's pixel limit and two-question rule; the
+other formats have none), the folder's absolute path (image paths are absolute) and the size and
+mtime of the release files, so an edited release or a moved folder converts again. The cache is
+written through ``atomic_dir``: a killed conversion leaves no half cache, and a cache that exists
+is complete. A read-only release folder is cached under the project cache instead.
 
 Image locations are resolved when converting (each format looks in the places its authors'
 README names), so a conversion checks every image it resolved before it writes anything: a
@@ -29,7 +29,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from vqa_r1.data.formats import drivingvqa, r1v_clevr, rel3d, spatialsense, superclevr, vsr
+from vqa_r1.data.formats import (
+    drivingvqa,
+    r1_vlm_cryptogram,
+    r1v_clevr,
+    rel3d,
+    spatialsense,
+    superclevr,
+    vsr,
+)
 from vqa_r1.data.images import check_image_paths
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir, atomic_write_json
@@ -38,16 +46,25 @@ from vqa_r1.paths import cache_root
 log = logging.getLogger(__name__)
 # superclevr first: its rows (image_path, question, ground_truth) are told apart from VSR's even
 # when its file is called test.jsonl
-FORMATS: tuple[ModuleType, ...] = (superclevr, vsr, rel3d, spatialsense, drivingvqa, r1v_clevr)
+FORMATS: tuple[ModuleType, ...] = (
+    superclevr,
+    vsr,
+    rel3d,
+    spatialsense,
+    drivingvqa,
+    r1v_clevr,
+    r1_vlm_cryptogram,
+)
 DEFAULT_MAX_PIXELS = drivingvqa.DEFAULT_MAX_PIXELS
 CACHE_DIR = ".vqa_r1"
 REPORT = "conversion_report.json"
 
 
 def is_saved_dataset(folder: Path) -> bool:
-    """A save_to_disk folder used as is (R1-V's hub rows saved so are a release: converted)."""
+    """A save_to_disk folder used as is (R1-V's and r1_vlm's hub rows saved so are a release:
+    converted)."""
     saved = any((folder / name).exists() for name in ("hf", "dataset_dict.json", "state.json"))
-    return saved and not r1v_clevr.is_hub_save(folder)
+    return saved and not (r1v_clevr.is_hub_save(folder) or r1_vlm_cryptogram.is_hub_save(folder))
 
 
 def detect(folder: Path) -> ModuleType | None:
