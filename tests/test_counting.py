@@ -374,6 +374,22 @@ def test_conditions_differ_in_pairing_and_count_range():
     assert {s.kind for s in a} == {"all", "shape", "color"}
 
 
+def test_reasoning_names_the_objects_counted():
+    from vqa_r1.data.counting import CountObject, CountScene, reasoning
+
+    objects = [
+        CountObject("cube", "gray", (50, 5, 60, 15)),
+        CountObject("sphere", "red", (5, 5, 15, 15)),
+        CountObject("cube", "blue", (20, 40, 30, 50)),
+    ]
+    scene = CountScene("A", objects, "How many cubes are there?", "shape", 2)
+    assert reasoning(scene) == "The cubes: blue cube, gray cube. That is 2."
+    scene = CountScene("A", objects, "How many red objects are there?", "color", 1)
+    assert reasoning(scene) == "The red objects: red sphere. That is 1."
+    scene = CountScene("A", objects, "How many objects are there?", "all", 3)
+    assert reasoning(scene) == "I see: red sphere, blue cube, gray cube. That is 3 objects."
+
+
 def test_separate_shifts_are_available():
     from vqa_r1.data.counting import PALETTE_2, generate_scenes
 
@@ -437,3 +453,19 @@ def test_bad_counting_settings_are_refused():
         CountingSpec(object_size=(30, 40))
     with pytest.raises(ValueError, match="pairing"):
         Condition("Z")
+
+
+def test_stand_in_sft_target_reasons_then_answers(tmp_path):
+    from vqa_r1.data.counting import CountingSpec, write_counting
+    from vqa_r1.data.datasets import load_split, trainer_rows
+
+    class Adapter:
+        def messages(self, question, instruction=None):
+            return [{"role": "user", "content": f"{question} {instruction}"}]
+
+    folder = write_counting(tmp_path / "c", CountingSpec(splits={"train": ["A", 2]}))
+    ds = load_split(folder, "train")
+    rows = trainer_rows(ds, Adapter(), "sft").remove_columns("image")
+    text = rows[0]["completion"][0]["content"][0]["text"]
+    assert text == f"<think> {ds[0]['reasoning']} </think> <answer> {ds[0]['label']} </answer>"
+    assert extract_answer(text, "number") == ds[0]["label"] == extract_answer(text, R1V)

@@ -19,7 +19,9 @@ Questions ask for every object ("How many objects are there?"), a shape ("How ma
 there?") or a colour ("How many red objects are there?"), in turn; a shape or colour asked about
 is one present in the scene (the answer is at least 1). Rows are counting rows
 (``formats.common.count_row``: ``solution`` "<answer> N </answer>", ``answer_type`` "number",
-``relation`` "count N") plus ``condition``, ``question_kind``, ``objects`` and ``boxes``, saved
+``relation`` "count N") plus ``condition``, ``question_kind``, ``objects``, ``boxes`` and
+``reasoning`` (the objects asked about, left to right, then their number: chain-of-thought SFT's
+target), saved
 with ``save_to_disk`` as the synthetic scenes are, so ``--dataset DIR`` and ``load_split`` open the
 folder as they open any saved dataset. Default splits: ``train``, ``validation``, ``test``
 (condition A) and ``test_b`` (condition B); ``B_pairs`` (B's pairing, A's counts) and
@@ -224,9 +226,26 @@ def draw(scene: CountScene, spec: CountingSpec) -> Image.Image:
     return image
 
 
+def reasoning(scene: CountScene) -> str:
+    """The objects the question asks about, left to right, then their number: the target of
+    chain-of-thought SFT (datasets.trainer_rows writes it in <think> before the solution)."""
+    ordered = sorted(scene.objects, key=lambda o: (o.box[0], o.box[1]))
+    if scene.kind == "all":
+        return f"I see: {', '.join(o.name for o in ordered)}. That is {scene.count} objects."
+    words = scene.question.removeprefix("How many ").removesuffix(" are there?")
+    shape = next((s for s, plural in PLURALS.items() if plural == words), None)
+    if shape is not None:
+        chosen = [o for o in ordered if o.shape == shape]
+    else:
+        colour = words.removesuffix(" objects")
+        chosen = [o for o in ordered if o.color == colour]
+    return f"The {words}: {', '.join(o.name for o in chosen)}. That is {scene.count}."
+
+
 def scene_row(scene: CountScene, image_path: str) -> dict:
     return {
         **count_row(scene.question, scene.count, image_path),
+        "reasoning": reasoning(scene),
         "condition": scene.condition,
         "question_kind": scene.kind,
         "objects": [o.name for o in scene.objects],
@@ -267,6 +286,7 @@ def _empty():
     features = {c: text for c in COUNT_COLUMNS} | {
         "condition": text,
         "question_kind": text,
+        "reasoning": text,
         "objects": Sequence(text),
         "boxes": Sequence(Sequence(Value("int64"))),
     }
