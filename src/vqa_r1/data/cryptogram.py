@@ -33,6 +33,7 @@ columns the cryptogram rewards read by name (``coded_message``, ``decoded_messag
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from dataclasses import asdict, dataclass, field
@@ -230,6 +231,7 @@ def make_cryptogram(rng: random.Random, spec: CryptogramSpec, message: str) -> C
     return Cryptogram(decoder, cells, message)
 
 
+@functools.lru_cache(maxsize=16)
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     try:
         return ImageFont.load_default(size=size)  # Pillow >= 10.1 with FreeType: scalable
