@@ -63,6 +63,19 @@ def test_r1v_rule_keeps_their_quirks(text, expected):
     assert extract_answer(text, R1V) == expected
 
 
+# outputs of Qwen2-VL-2B in R1-V's published base log (Apache-2.0), items 72 and 61: the
+# number rule reads an option-style answer and a cut-off list's last line; R1-V's reads nothing
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("<think>\nA. 10\nB. 9\nB. 9\n</think>\n<answer>\nB. 9\n</answer>", "9"),
+        ("<think>\nA. 7\nB. 6\nC. 5\nD. 4\nE. 3\n", "3"),
+    ],
+)
+def test_published_outputs_the_two_rules_read_differently(text, number):
+    assert (extract_answer(text, "number"), extract_answer(text, R1V)) == (number, "")
+
+
 def test_number_labels_and_correctness():
     for reference in (4, "4", " <answer> 4 </answer> ", 4.0, "four"):
         assert label_of(reference, "number") == "4"
