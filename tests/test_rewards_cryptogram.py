@@ -24,6 +24,7 @@ NAMES = [
     "cryptogram_decoding_ungated",
     "cryptogram_correct",
     "cryptogram_correct_ungated",
+    "cryptogram_answer_partial",
 ]
 PLAIN = "cat dog"
 CODED = "x q z _ r b m"  # c->x a->q t->z d->r o->b g->m
@@ -104,6 +105,27 @@ def test_correct_needs_full_decoding_credit():
     assert got["cryptogram_correct"] == got["cryptogram_correct_ungated"] == 0.0
     # comparisons are exact (case-sensitive, as r1_vlm's)
     assert scores(done("c a t _ d o g", "CAT DOG"))["cryptogram_correct"] == 0.0
+
+
+def test_partial_answer_credit_is_gated_on_the_exact_decoding():
+    right = "c a t _ d o g"
+    partial = [
+        scores(done(right, answer))["cryptogram_answer_partial"]
+        for answer in ["cat dog", "cat dig", "cat do", "cad dig"]
+    ]
+    assert partial[0] == 1.0 and 1.0 > partial[1] >= partial[2] > partial[3] > 0.0
+    assert partial[1] == pytest.approx(1 - 1 / 7)
+    # a slip in the decoding: no partial answer credit, even for the right answer
+    assert scores(done("c a t _ d o x", "cat dog"))["cryptogram_answer_partial"] == 0.0
+    # the <chars> form copied into the answer, underscores or other symbols: nothing
+    for answer in (right, "cat_dog", "cat dog!"):
+        assert scores(done(right, answer))["cryptogram_answer_partial"] == 0.0, answer
+    # spaced letters without the underscore are nearer the message than the <chars> form: paid,
+    # as r1_vlm pays them, below a one-letter slip
+    spaced_out = scores(done(right, "c a t d o g"))["cryptogram_answer_partial"]
+    assert spaced_out == pytest.approx(1 - 4 / 11) and spaced_out < partial[1]
+    # the copy hack earns nothing here either
+    assert scores(done(CODED, "cat dog"))["cryptogram_answer_partial"] == 0.0
 
 
 @pytest.mark.parametrize(

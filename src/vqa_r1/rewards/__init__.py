@@ -15,8 +15,9 @@ Modules, by what they reward:
 * ``boxes``: ``iou`` (predicted boxes matched to ``gt_boxes``/``gt_box_labels`` by Hungarian IoU).
 * ``edit``: ``edit_distance`` (gated progress from ``input_text`` towards ``target``).
 * ``cryptogram``: visual cryptograms (``data/cryptogram.py``): ``cryptogram_format``,
-  ``cryptogram_decoding`` and ``cryptogram_correct`` (gated as Groundlight's r1_vlm gates them),
-  ``cryptogram_decoding_ungated`` and ``cryptogram_correct_ungated`` (the same without the gate).
+  ``cryptogram_decoding``, ``cryptogram_correct`` and ``cryptogram_answer_partial`` (gated as
+  Groundlight's r1_vlm gates them), ``cryptogram_decoding_ungated`` and
+  ``cryptogram_correct_ungated`` (the same without the gate).
 * ``penalties``: ``length_penalty`` and ``repetition_penalty`` (non-positive shaping terms).
 
 A reward outside this package is named ``"package.module:function"`` in ``train.reward_funcs``. It
@@ -36,6 +37,7 @@ from vqa_r1.rewards.boxes import iou_reward
 from vqa_r1.rewards.choice import choice_partial_reward, choice_reward
 from vqa_r1.rewards.count import count_reward
 from vqa_r1.rewards.cryptogram import (
+    cryptogram_answer_partial_reward,
     cryptogram_correct_reward,
     cryptogram_correct_ungated_reward,
     cryptogram_decoding_reward,
@@ -54,6 +56,7 @@ __all__ = [
     "choice_partial_reward",
     "choice_reward",
     "completion_text",
+    "cryptogram_answer_partial_reward",
     "cryptogram_correct_reward",
     "cryptogram_correct_ungated_reward",
     "cryptogram_decoding_reward",
@@ -83,6 +86,7 @@ REWARDS: dict[str, RewardFn] = {
     "cryptogram_decoding_ungated": cryptogram_decoding_ungated_reward,
     "cryptogram_correct": cryptogram_correct_reward,
     "cryptogram_correct_ungated": cryptogram_correct_ungated_reward,
+    "cryptogram_answer_partial": cryptogram_answer_partial_reward,
     "length_penalty": length_penalty,
     "repetition_penalty": repetition_penalty,
 }
@@ -100,6 +104,7 @@ REWARD_RANGES: dict[str, tuple[float, float]] = {
     "cryptogram_decoding_ungated": (0.0, 1.0),
     "cryptogram_correct": (0.0, 1.0),
     "cryptogram_correct_ungated": (0.0, 1.0),
+    "cryptogram_answer_partial": (0.0, 1.0),
     "length_penalty": (-1.0, 0.0),
     "repetition_penalty": (-1.0, 0.0),
 }

@@ -1,5 +1,6 @@
-"""The visual cryptogram rewards (data/cryptogram.py): format, decoding, correctness, each with
-the gate of Groundlight's r1_vlm, and the decoding and correctness rewards without it.
+"""The visual cryptogram rewards (data/cryptogram.py): format, decoding, correctness and partial
+answer credit, each with the gate of Groundlight's r1_vlm, and the decoding and correctness
+rewards without it.
 
 The completion r1_vlm asks for (``message_decoding_sequences_env.py``, its ``check_format``)::
 
@@ -23,10 +24,14 @@ that shape and ``chars`` the text of the completion's ``<chars>`` block:
   decoding earns only once it is nearer the answer than the code.
 * ``cryptogram_correct``: 1.0 when the ``<answer>`` text equals the decoded message *and*
   ``cryptogram_decoding`` paid in full, else 0.0 (r1_vlm's ``correctness_reward_func``).
+* ``cryptogram_answer_partial``: r1_vlm's fourth reward (``correctness_intermediate_reward_func``,
+  weighted like the others in their ``train.py``): ``1 - d(answer, message) / max(len(message),
+  len(answer))`` for an answer of letters and spaces that is closer to the message than the
+  ``<chars>`` form is, paid only when ``cryptogram_decoding`` paid in full.
 * ``cryptogram_decoding_ungated`` and ``cryptogram_correct_ungated``: the same scores without the
   gate (no coded-message test; the answer alone): what an experiment compares against.
 
-Reading, identical in all five: a block is read only when the completion holds exactly one opening
+Reading, identical in all six: a block is read only when the completion holds exactly one opening
 and one closing tag of its kind (several, or an unclosed one, score 0.0: a hedge between two
 decodings is never read; r1_vlm's parser took the first block); its text is stripped and runs of
 white space become one space; comparisons are case-sensitive, as r1_vlm's. A ``<chars>`` block,
@@ -121,6 +126,21 @@ def correct_score(text: str, message: str | None, coded: Any, gated: bool = True
     return 1.0
 
 
+def answer_partial_score(text: str, message: str | None, coded: Any) -> float:
+    """Partial credit for the answer once the decoding is exactly right; see the module."""
+    answer = block(text, "answer")
+    if not message or not answer or max(len(answer), len(message)) > MAX_DECODE_CHARS:
+        return 0.0
+    if not all(c.isalpha() or c == " " for c in answer):
+        return 0.0
+    distance = levenshtein(answer, message)
+    if levenshtein(chars_truth(message), message) <= distance:
+        return 0.0
+    if decoding_score(text, message, coded, gated=True) != 1.0:
+        return 0.0
+    return max(0.0, 1.0 - distance / max(len(message), len(answer)))
+
+
 def cryptogram_format_reward(completions: Any, **_: Any) -> list[float]:
     """1.0 for ``<think> ... <chars> ... </chars> ... </think> <answer> ... </answer>``, else 0.0.
 
@@ -205,3 +225,25 @@ def cryptogram_correct_ungated_reward(
         return correct_score(completion_text(completion), message, None, gated=False)
 
     return score_rows(completions, [decoded_message, solution], score, 0.0, 1.0)
+
+
+def cryptogram_answer_partial_reward(
+    completions: Any,
+    decoded_message: Any = None,
+    coded_message: Any = None,
+    solution: Any = None,
+    **_: Any,
+) -> list[float]:
+    """Partial answer credit, gated on an exactly right decoding; range [0, 1].
+
+    ``1 - d(answer, message) / max(len(message), len(answer))`` when ``cryptogram_decoding`` pays
+    1.0, the answer holds only letters and spaces, and it is closer to the message than the
+    ``<chars>`` form of it is; else 0.0 (r1_vlm's ``correctness_intermediate_reward_func``).
+    """
+
+    def score(completion: Any, decoded: Any, reference: Any, coded: Any) -> float:
+        message = message_of(decoded, reference)
+        return answer_partial_score(completion_text(completion), message, coded)
+
+    columns = [decoded_message, solution, coded_message]
+    return score_rows(completions, columns, score, 0.0, 1.0)
