@@ -264,8 +264,8 @@ def draw_decoder(cryptogram: Cryptogram, size: int) -> Image.Image:
         _glyph(pen, code, (x0 + cell_w * 0.2, mid_y), font, _INK)
         _glyph(pen, cryptogram.decoder[code], (x0 + cell_w * 0.8, mid_y), font, _PLAIN)
         # the arrow, drawn (not a font glyph: small built-in fonts lack one)
-        ax0, ax1 = x0 + cell_w * 0.38, x0 + cell_w * 0.62
-        head = max(2.0, cell_w * 0.07)
+        ax0, ax1 = x0 + cell_w * 0.4, x0 + cell_w * 0.6
+        head = max(1.5, cell_w * 0.06)
         width = max(1, round(size / 160))
         pen.line((ax0, mid_y, ax1, mid_y), fill=_ARROW, width=width)
         pen.polygon(
