@@ -289,7 +289,8 @@ def make_way(
     would be moved."""
     root = Path(root)
     if not overwrite:
-        return check(root, verb, settings, flag)
+        # a rank other than 0 of a multi-process run (torchrun): rank 0 may hold the lock already
+        return check(root, verb, settings, flag, lock=ranks.is_main())
     if not root.exists() or (root.is_dir() and not _entries(root)):
         return NEW
     holder = lock_holder(root) if root.is_dir() else None
