@@ -5,6 +5,7 @@ runs, and on real tiny random-init GRPO runs (no reward anywhere): no_signal, tr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -334,3 +335,38 @@ def test_a_resumed_run_continues_its_windows_and_does_not_fire_again(tmp_path):
     assert control.should_training_stop and control.should_save
     assert fresh.stopped_by.code == "no_signal" and fresh.stopped_by.step == 10
     assert [a["code"] for a in RunDir(tmp_path / "fresh").status()["health"]] == ["no_signal"]
+
+
+@pytest.mark.slow
+def test_two_processes_stop_at_the_same_step_when_an_alarm_fires(tmp_path):
+    """2 CPU processes (gloo) under torchrun: both ranks stop at the alarm's step and checkpoint
+    it together (every rank's RNG state in it); rank 0 alone writes UNHEALTHY. The shipped
+    pretrained tiny model: two ranks building the random-init one into a fresh cache race."""
+    run = tmp_path / "grpo"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", VQA_R1_CACHE=str(tmp_path / "cache"))
+    sets = [
+        "train.max_steps=30",
+        "train.save_steps=100",
+        "train.logging_steps=1",
+        "train.per_device_train_batch_size=4",
+        "train.max_completion_length=8",
+        "train.health_action=stop",
+        "data.synthetic_train=24",
+        "data.synthetic_validation=4",
+        "data.synthetic_test=4",
+    ]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    model = "tiny-qwen2.5-vl-pretrained"
+    cmd += ["-m", "vqa_r1", "grpo", "--model", model, "--output-dir", str(run)]
+    cmd += [a for s in sets for a in ("--set", s)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode != 0  # the CLI exits 1 for an UNHEALTHY run
+    status = RunDir(run).status()
+    assert status["state"] == "UNHEALTHY" and status["world_size"] == 2, out.stderr[-3000:]
+    step = status["global_step"]
+    assert step < 30 and status["health"][0]["step"] == step
+    ckpt = run / "checkpoints" / f"checkpoint-{step}"
+    for name in ("trainer_state.json", "rng_state_0.pth", "rng_state_1.pth"):
+        assert (ckpt / name).exists(), name
+    assert "UNHEALTHY" in out.stderr and not (run / "final").exists()

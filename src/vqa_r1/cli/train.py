@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 130
     if status.get("state") == "UNHEALTHY":  # train.health_action=stop (train/health.py)
-        print(f"{args.verb} UNHEALTHY: {status.get('reason')}; run directory {run_dir}",
+        reason = status.get("reason") or "a run-health alarm (status.json says which)"
+        print(f"{args.verb} UNHEALTHY: {reason}; run directory {run_dir}",
               file=sys.stderr)  # fmt: skip
         return 1
     print(f"{args.verb} finished: {status.get('global_step')} steps; run directory {run_dir}")
