@@ -482,3 +482,19 @@ def test_stand_in_sft_target_reasons_then_answers(tmp_path):
     text = rows[0]["completion"][0]["content"][0]["text"]
     assert text == f"<think> {ds[0]['reasoning']} </think> <answer> {ds[0]['label']} </answer>"
     assert extract_answer(text, "number") == ds[0]["label"] == extract_answer(text, R1V)
+
+
+def test_data_counting_command_writes_the_four_splits(tmp_path, capsys):
+    from vqa_r1.cli import main
+    from vqa_r1.data.datasets import load_split
+
+    out = tmp_path / "counting"
+    argv = ["data", "counting", "--out", str(out), "--train", "3", "--validation", "1",
+            "--test", "2", "--test-b", "2", "--seed", "4"]  # fmt: skip
+    assert main(argv) == 0
+    assert set(load_split(out, "test_b")["condition"]) == {"B"}
+    assert len(load_split(out, "train")) == 3
+    capsys.readouterr()
+    assert main(argv) == 0 and "nothing to do" in capsys.readouterr().out
+    argv[argv.index("--seed") + 1] = "5"
+    assert main(argv) == 2 and "other settings" in capsys.readouterr().err

@@ -1,5 +1,6 @@
-"""`vqa-r1 data generate|show|bias`: write the synthetic dataset, inspect a dataset folder, or
-write a copy whose training split carries a chosen text or visual bias (vqa_r1.data.bias)."""
+"""`vqa-r1 data generate|show|bias|counting`: write the synthetic dataset, inspect a dataset folder,
+write a copy whose training split carries a chosen text or visual bias (vqa_r1.data.bias), or
+write the CLEVR-CoGenT-style counting stand-in (vqa_r1.data.counting)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,24 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     gen.add_argument(
         "--shift-strength", type=float, default=1.0, help="shifted domain: strength in [0, 1]"
     )
+    count = sub.add_parser(
+        "counting",
+        help="write the CLEVR-CoGenT-style counting stand-in (train/validation/test: condition A, "
+        "test_b: condition B)",
+    )
+    count.add_argument(
+        "--out", required=True, help="output folder (new or empty; or this command's own)"
+    )
+    add_overwrite_argument(count, "--out")
+    for flag, n, what in (
+        ("--train", 2000, "training scenes, condition A"),
+        ("--validation", 200, "validation scenes, condition A"),
+        ("--test", 400, "test scenes, condition A"),
+        ("--test-b", 400, "test scenes, condition B (other pairings, 7-10 objects)"),
+    ):
+        count.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
+    count.add_argument("--seed", type=int, default=0)
+    count.add_argument("--image-size", type=int, default=112, help="pixels per side")
     bias = sub.add_parser(
         "bias",
         help="write a dataset whose training split a text- or image-only classifier predicts "
@@ -105,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.data_cmd == "bias":
         return _bias(args)
+    if args.data_cmd == "counting":
+        return _counting(args)
     from vqa_r1.data.datasets import open_split
 
     # the loader --dataset goes through (open_split of a DataConfig), so 'synthetic' is accepted
@@ -183,4 +204,33 @@ def _bias(args: argparse.Namespace) -> int:
     )
     print("rows per split: " + ", ".join(f"{k} {v}" for k, v in card["sizes"].items()))
     print(f"wrote {args.out} (card: {Path(args.out) / 'bias_card.json'})")
+    return 0
+
+
+def _counting(args: argparse.Namespace) -> int:
+    from vqa_r1.data.counting import CountingSpec, write_counting
+
+    sizes = {"train": args.train, "validation": args.validation, "test": args.test}
+    sizes["test_b"] = args.test_b
+    if any(n < 0 for n in sizes.values()):
+        raise UserError("scene counts must be 0 or more")
+    conditions = {"train": "A", "validation": "A", "test": "A", "test_b": "B"}
+    try:
+        spec = CountingSpec(
+            splits={k: [conditions[k], n] for k, n in sizes.items()},
+            seed=args.seed,
+            image_size=args.image_size,
+        )
+    except ValueError as err:
+        raise UserError(f"data counting: {err}") from None
+    settings = {"spec": spec.to_dict()}
+    if make_way_or_complete(args.out, "data counting", settings, args.overwrite, "--out"):
+        return 0
+    with output_dir.writing(args.out, "data counting", settings, "--out"):
+        output_dir.remove_temporaries(args.out)
+        write_counting(args.out, spec, carry=(output_dir.MARKER, output_dir.LOCK))
+        output_dir.mark_complete(args.out)
+    print(
+        f"wrote {sum(sizes.values())} counting scenes ({', '.join(f'{k} {n}' for k, n in sizes.items())}) to {args.out}"
+    )
     return 0

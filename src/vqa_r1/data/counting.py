@@ -253,13 +253,16 @@ def scene_row(scene: CountScene, image_path: str) -> dict:
     }
 
 
-def write_counting(out_dir: str | Path, spec: CountingSpec | None = None) -> Path:
-    """Write the PNGs and a DatasetDict (counting rows) under ``out_dir``, atomically."""
+def write_counting(
+    out_dir: str | Path, spec: CountingSpec | None = None, carry: tuple[str, ...] = ()
+) -> Path:
+    """Write the PNGs and a DatasetDict (counting rows) under ``out_dir``, atomically; ``carry``:
+    entries of an existing ``out_dir`` kept (a claimed output folder's marker and lock)."""
     from datasets import Dataset, DatasetDict
 
     spec = spec or CountingSpec()
     out_dir = Path(out_dir)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, carry=carry) as tmp:
         splits = {}
         for index, (split, (condition, n)) in enumerate(spec.splits.items()):
             (tmp / "images" / split).mkdir(parents=True)
