@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.dynamic_sampling --out results/dynamic-sampling`` trains the demo's GRPO row
 (the model's own recipe: 2 prompts x 8 completions a step) once per seed and setting, evaluates the
-adapter of every periodic checkpoint on the validation split (tuning data; the test split stays
+adapter of the checkpoints at half and all of ``--steps`` on the validation split (tuning data; the test split stays
 the demo's), and writes ``results.json``, ``table.md`` and ``accuracy.png``: validation accuracy
 against the training seconds to that checkpoint and against the completions generated to it
 (dynamic sampling generates more per step). Both settings run one after another in this process on
@@ -57,19 +57,29 @@ def generated_completions(run_dir: Path, size: int, groups_per_step: int) -> dic
     return out
 
 
-def run(out: Path, seeds: list[int], steps: int, limit: int) -> list[dict]:
+def run(out: Path, seeds: list[int], steps: int, limit: int, rounds: int) -> list[dict]:
     rows = []
     for seed in seeds:
         for name, setting in SETTINGS.items():
-            overrides = [setting, f"train.seed={seed}", f"train.max_steps={steps}"]
+            overrides = [
+                setting,
+                f"train.seed={seed}",
+                f"train.max_steps={steps}",
+                f"train.save_steps={steps // 2}",  # two points per run
+                f"train.dynamic_sampling_max_rounds={rounds}",
+            ]
             config = load_config("grpo", MODEL, overrides=overrides)
             run_dir = out / "runs" / f"{name}-seed{seed}"
             clock = SaveClock()
             train(config, run_dir, callbacks=[clock], progress=f"{name} seed {seed}")
+            timing = run_dir / "save_seconds.json"  # a re-run finds the run complete: its clock
+            if clock.saves:
+                timing.write_text(json.dumps(clock.saves))
+            saves = {int(k): v for k, v in json.loads(timing.read_text()).items()}
             size = config.train.num_generations
             groups = config.train.per_device_train_batch_size // size
             made = generated_completions(run_dir, size, groups)
-            for step, seconds in sorted(clock.saves.items()):
+            for step, seconds in sorted(saves.items()):
                 eval_config = load_config(
                     "evaluate",
                     MODEL,
@@ -165,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
     parser.add_argument("--steps", type=int, default=200, help="GRPO steps per run")
     parser.add_argument("--limit", type=int, default=200, help="validation items evaluated")
+    parser.add_argument(
+        "--max-rounds", type=int, default=4, help="train.dynamic_sampling_max_rounds of the on runs"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -177,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         progress=False,
     )
     rows = [
-        {**r, "base_accuracy": base["accuracy"]} for r in run(out, seeds, args.steps, args.limit)
+        {**r, "base_accuracy": base["accuracy"]}
+        for r in run(out, seeds, args.steps, args.limit, args.max_rounds)
     ]
     (out / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out / "table.md").write_text(table(rows))

@@ -189,3 +189,51 @@ def test_dynamic_sampling_with_groups_split_over_processes_is_refused_before_que
     assert out.returncode != 0
     assert "train.dynamic_sampling keeps or drops whole groups" in out.stderr, out.stderr[-2000:]
     assert "(6) must be a multiple of train.num_generations (4)" in out.stderr
+
+
+def test_joined_token_type_ids_pad_the_prompt_left_and_the_completion_right():
+    # TRL's mm_token_type_ids: the prompt's (left-padded) then zeros over the completion
+    one = {
+        "prompt_ids": torch.tensor([[5, 6]]),
+        "completion_ids": torch.tensor([[7, 8, 9]]),
+        "mm_token_type_ids": torch.tensor([[1, 0, 0, 0, 0]]),
+    }
+    two = {
+        "prompt_ids": torch.tensor([[4, 5, 6]]),
+        "completion_ids": torch.tensor([[8]]),
+        "mm_token_type_ids": torch.tensor([[0, 1, 0, 0]]),
+    }
+    joined = join_batches([one, two], pad_token_id=0)
+    assert joined["prompt_ids"].tolist() == [[0, 5, 6], [4, 5, 6]]
+    assert joined["completion_ids"].tolist() == [[7, 8, 9], [8, 0, 0]]
+    assert joined["mm_token_type_ids"].tolist() == [[0, 1, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "model", ["tiny-qwen2.5-vl-pretrained", "tiny-internvl-pretrained", "tiny-smolvlm-pretrained"]
+)
+def test_each_family_trains_on_a_batch_joined_from_two_rounds(model, tmp_path, test_rewards):
+    """Each family's image tensors and per-token fields (Qwen's mm_token_type_ids, InternVL's
+    tiles, SmolVLM's padded pixel values) survive rows of two rounds joined into one batch."""
+    overrides = [
+        "train.max_steps=3",
+        "train.save_steps=100",
+        "train.logging_steps=1",
+        "train.per_device_train_batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=8",
+        "train.temperature=4.0",  # the pretrained models are peaked: varied samples
+        "train.reward_funcs=[half_flat]",
+        "train.reward_weights=[1.0]",
+        "train.dynamic_sampling=true",
+        "data.synthetic_train=16",
+        "data.synthetic_validation=4",
+        "data.synthetic_test=4",
+    ]
+    config = load_config("grpo", model, overrides=overrides)
+    status = runner.train(config, tmp_path / "run")
+    assert status["state"] == "COMPLETED"
+    steps = _steps(tmp_path / "run")
+    joined = [r for r in steps if r["dynamic_sampling/rounds"] > 1]
+    assert joined and any(r["dynamic_sampling/kept_groups"] == 2 for r in joined), steps

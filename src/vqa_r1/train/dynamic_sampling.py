@@ -36,8 +36,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-# tensors left-padded by TRL (prompts); every other 2-D per-row tensor is right-padded
+# tensors left-padded by TRL (prompts); every other 2-D per-row tensor is right-padded, but for
+# the per-token type ids: TRL's prompt part (left-padded) then zeros over the completion
 _LEFT_PADDED = ("prompt_ids", "prompt_mask")
+_PROMPT_THEN_COMPLETION = ("token_type_ids", "mm_token_type_ids")
 _PAD_VALUE = {"prompt_mask": 0, "completion_mask": 0, "tool_mask": 1}
 
 
@@ -94,6 +96,8 @@ def join_batches(parts: list[dict], pad_token_id: int) -> dict:
             joined[key] = first  # recomputed by the caller where it matters (num_items_in_batch)
         elif isinstance(first, list):
             joined[key] = [item for v in values for item in v]
+        elif key in _PROMPT_THEN_COMPLETION and first.ndim == 2:
+            joined[key] = torch.cat([_token_types(p, key, parts) for p in parts])
         elif first.ndim == 2 and len({v.shape[1] for v in values}) > 1:
             width = max(v.shape[1] for v in values)
             pad = _PAD_VALUE.get(key, pad_token_id if key.endswith("_ids") else 0)
@@ -109,6 +113,21 @@ def join_batches(parts: list[dict], pad_token_id: int) -> dict:
         else:
             joined[key] = torch.cat(values)
     return joined
+
+
+def _token_types(part: dict, key: str, parts: list[dict]) -> Any:
+    """``part[key]`` (prompt columns, then completion columns) padded to the widest prompt (left)
+    and the widest completion (right) of ``parts``."""
+    import torch.nn.functional as F
+
+    prompt = max(p["prompt_ids"].shape[1] for p in parts)
+    completion = max(p["completion_ids"].shape[1] for p in parts)
+    value, width = part[key], part["prompt_ids"].shape[1]
+    if value.shape[1] == width:  # the prompt's alone
+        return F.pad(value, (prompt - width, 0))
+    return F.pad(
+        value, (prompt - width, completion - (value.shape[1] - width))
+    )  # one pad: left of the prompt, right of the completion
 
 
 class DynamicSamplingMixin:
