@@ -123,6 +123,14 @@ def test_a_grpo_field_on_sft_is_refused_with_the_hint(tmp_path):
     assert "grpo:train.epsilon_high=" in line
 
 
+def test_a_pipeline_gives_a_grpo_field_to_its_grpo_step_only(tmp_path):
+    out = _run([*LAUNCH, "pipeline", *MODEL, "--steps", "sft,grpo", "--set",
+                "grpo:train.epsilon_high=0.28", "--dry-run", "--output-dir",
+                str(tmp_path / "p")])  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("epsilon_high: 0.28") == 1  # the grpo step's resolved config
+
+
 def test_an_sft_field_on_sft_is_accepted(tmp_path):
     out = _run([*LAUNCH, "sft", *MODEL, "--set", "train.assistant_only_loss=false", "--dry-run",
                 "--output-dir", str(tmp_path / "run")])  # fmt: skip

@@ -240,8 +240,8 @@ def check_verb(verb: str, extras: dict[str, Any]) -> None:
         if key not in field_names(verb):
             other = "grpo" if verb == "sft" else "sft"
             raise UserError(
-                f"train.{key} is a {CLASSES[other]} field, not one of {CLASSES[verb]}: a {verb} "
-                f"run cannot use it (in an experiment or pipeline, set it for the {other} runs "
+                f"train.{key} is a {CLASSES[other]} field, not one of {CLASSES[verb]}: {verb} "
+                f"runs cannot use it (in an experiment or pipeline, set it for the {other} runs "
                 f"only: --set {other}:train.{key}=...)"
             )
 
