@@ -131,9 +131,12 @@ def _stopped_twice_equals_uninterrupted(synthetic_dir, tmp_path, extra, steps=6,
     a, b = _steps(clean), _steps(cut)
     assert [r["step"] for r in b] == list(range(1, steps + 1))
     assert any(r["grad_norm"] > 0 for r in a), "no gradient: the comparison would be vacuous"
+    assert sum("reward" in r for r in a) >= steps // 2  # num_iterations=2: every other step
     for x, y in zip(a, b, strict=True):
+        assert x.keys() - {"epoch"} == y.keys() - {"epoch"}, (x, y)
         for key in ("loss", "reward", "grad_norm"):
-            assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-6), (x["step"], key, x, y)
+            if key in x:  # rewards are logged on the steps that generate
+                assert y[key] == pytest.approx(x[key], rel=1e-4, abs=1e-6), (x["step"], key, x, y)
     wa = load_file(str(clean / "final" / "adapter_model.safetensors"))
     wb = load_file(str(cut / "final" / "adapter_model.safetensors"))
     for key in wa:
@@ -152,7 +155,7 @@ def test_num_iterations_2_stopped_twice_inside_a_block_equals_uninterrupted(
         ["train.num_iterations=2", "train.reward_funcs=[letter_e]", "train.beta=0"],
     )
     saved = torch.load(
-        latest_checkpoint(cut / "checkpoints") / GENERATION_BUFFER.format(rank=0),
+        cut / "checkpoints" / "checkpoint-5" / GENERATION_BUFFER.format(rank=0),
         weights_only=False,
     )
     assert saved["step"] == 5 and saved["buffer"], "the buffer of step 5's generation is saved"
