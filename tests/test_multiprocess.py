@@ -46,6 +46,9 @@ OVERRIDES = [
     # one group per rank and half the groups flat (below): rounds of refills that both ranks must
     # take together, and draws that a resumed run must repeat
     "train.dynamic_sampling=true",
+    # two updates per generation: the preemption at step 3 falls inside a block, so the resumed
+    # ranks must train step 4 on their saved generation buffers (trainer_hooks)
+    "train.num_iterations=2",
 ]
 # the share of "e" in a completion varies between samples, so the sampling RNG of each rank and
 # every update show in the per-step metrics (the tiny model's answers earn no accuracy reward);
@@ -208,7 +211,7 @@ def test_two_processes_complete_with_whole_checkpoints_and_one_writer(reference)
     completions = (run / "completions.jsonl").read_text().splitlines()
     assert completions and all(json.loads(x)["call"] for x in completions)
     steps = _per_step(run)
-    rounds = [r["dynamic_sampling/rounds"] for r in steps]
+    rounds = [r["dynamic_sampling/rounds"] for r in steps if "dynamic_sampling/rounds" in r]
     assert max(rounds) > 1, f"no refill in {rounds}: dynamic sampling across ranks untested"
 
 
@@ -251,10 +254,13 @@ def test_preemption_on_rank_0_stops_both_ranks_at_one_step_and_resume_matches(re
     assert (run / "final" / "adapter_model.safetensors").exists()
     resumed, uninterrupted = _per_step(run), _per_step(reference["run"])
     assert [r["step"] for r in resumed] == list(range(1, STEPS + 1))  # none lost nor repeated
-    assert len({r["reward"] for r in uninterrupted}) > 1 and any(r["grad_norm"] for r in resumed)
+    rewards = {r["reward"] for r in uninterrupted if "reward" in r}  # logged when generating
+    assert len(rewards) > 1 and any(r["grad_norm"] for r in resumed)
     for a, b in zip(resumed, uninterrupted, strict=True):
+        assert a.keys() - {"epoch"} == b.keys() - {"epoch"}, (a, b)
         for key in COMPARED:
-            assert a[key] == pytest.approx(b[key], abs=1e-6, rel=1e-6), (a["step"], key)
+            if key in b:
+                assert a[key] == pytest.approx(b[key], abs=1e-6, rel=1e-6), (a["step"], key)
 
 
 # ---------------------------------------------------------------- single process: the decisions

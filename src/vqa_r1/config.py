@@ -231,6 +231,17 @@ class TrainConfig:
         default_factory=list, help="trackers, e.g. wandb; the run id survives requeues"
     )
     sample_every: int = option(10, help="save sampled completions every N reward calls")
+    dynamic_sampling: bool = option(
+        False,
+        help="GRPO: drop groups whose rewards all equal (no advantage, no gradient) and refill "
+        "the batch with groups of further prompts, as DAPO does (train/dynamic_sampling.py)",
+    )
+    dynamic_sampling_max_rounds: int = option(
+        4,
+        help="GRPO dynamic sampling: most generation rounds per batch (the first included); a "
+        "batch still short after them is filled with zero-variance groups (logged)",
+        minimum=1,
+    )
     trl: dict = further_keys(
         lambda key, value, where: _trl_key(key, value, where),
         help="a field of TRL's GRPOConfig / SFTConfig under its own name (trl_options.py)",
@@ -305,6 +316,17 @@ def check_values(config: RunConfig) -> None:
         from vqa_r1 import trl_options
 
         trl_options.check_verb(config.verb, t.trl)
+    if config.verb == "grpo" and t.dynamic_sampling:
+        # TRL's default steps_per_generation is gradient_accumulation_steps
+        per_rank = t.per_device_train_batch_size * int(
+            t.trl.get("steps_per_generation") or t.gradient_accumulation_steps
+        )
+        if per_rank % t.num_generations:
+            raise UserError(
+                f"train.dynamic_sampling keeps or drops whole groups on each process: "
+                f"per_device_train_batch_size x steps_per_generation ({per_rank}) must be a "
+                f"multiple of train.num_generations ({t.num_generations})"
+            )
     if t.reward_weights is not None and len(t.reward_weights) != len(t.reward_funcs):
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
     if t.learning_rate <= 0:

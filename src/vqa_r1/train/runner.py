@@ -27,10 +27,15 @@ from vqa_r1.rewards import get_rewards
 from vqa_r1.run_dir import UNHEALTHY, RunDir, checkpoint_step, latest_checkpoint, refuse_unhealthy
 from vqa_r1.train.callbacks import JsonlMetrics, StopOnInterrupt, recording_reward
 from vqa_r1.train.cpu_locations import allow_indexed_cpu_locations
+from vqa_r1.train.dynamic_sampling import DynamicSamplingMixin
 from vqa_r1.train.health import RunHealth
 from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
-from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin, EpochOrderSamplerMixin
+from vqa_r1.train.trainer_hooks import (
+    AtomicCheckpointMixin,
+    EpochOrderSamplerMixin,
+    GenerationBufferMixin,
+)
 
 log = logging.getLogger(__name__)
 
@@ -239,8 +244,24 @@ def build_trainer(
         RunHealth(rd, t.health_window, t.health_action, t.beta, t.max_completion_length)
     )
 
-    class Trainer(AtomicCheckpointMixin, EpochOrderSamplerMixin, GRPOTrainer):
+    class Trainer(
+        AtomicCheckpointMixin,
+        GenerationBufferMixin,
+        EpochOrderSamplerMixin,
+        DynamicSamplingMixin,
+        GRPOTrainer,
+    ):
         pass
+
+    if t.dynamic_sampling:
+        per_rank = args.per_device_train_batch_size * args.steps_per_generation
+        if per_rank % args.num_generations:
+            raise UserError(
+                f"train.dynamic_sampling needs whole groups on each process: "
+                f"per_device_train_batch_size x steps_per_generation ({per_rank}) is not a "
+                f"multiple of train.num_generations ({args.num_generations})"
+            )
+        Trainer.dynamic_sampling_rounds = t.dynamic_sampling_max_rounds
 
     rewards = [
         recording_reward(fn, rd.completions, t.sample_every, answer_rule=t.answer_rule)
