@@ -252,6 +252,12 @@ def test_seeded_report_writes_every_seed_and_rebuilds_byte_for_byte(tmp_path):
     assert "mean over 3 seeds" in caption
 
 
+def test_the_interval_of_a_mean_stays_inside_zero_and_one(tmp_path):
+    table = _seeded_demo(tmp_path, {"base": [80], "grpo": [99, 99, 60]})
+    grpo = build_table(tmp_path, table)[0].to_dict("records")[1]
+    assert 0.0 <= grpo["ci_low"] < grpo["accuracy"] < grpo["ci_high"] <= 1.0
+
+
 def test_a_missing_seed_makes_the_row_partial(tmp_path):
     table = _seeded_demo(tmp_path, {"base": [80], "grpo": [90, 95, 97]})
     (tmp_path / "eval/grpo/seed-44/scores.json").unlink()

@@ -135,9 +135,11 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
         if runs is not None:
             from vqa_r1.report.seeds import bootstrap_difference
 
-            # the interval of the mean accuracy: the same bootstrap against a zero row
+            # the interval of the mean accuracy: the same bootstrap against a zero row, inside
+            # [0, 1] (widened seed deviations can carry a replicate past 1 when a seed collapsed)
             ci = bootstrap_difference(runs, [[0.0] * runs.shape[1]])
-            cells["ci_low"], cells["ci_high"] = ci["ci_low"], ci["ci_high"]
+            cells["ci_low"] = min(1.0, max(0.0, ci["ci_low"]))
+            cells["ci_high"] = min(1.0, max(0.0, ci["ci_high"]))
     return cells
 
 
