@@ -24,6 +24,7 @@ from vqa_r1.report.plots import (
     plot_all_runs,
     plot_reward_curves,
 )
+from vqa_r1.report.seeds import REPLICATES
 from vqa_r1.report.tables import write_table
 
 EXPERIMENT_FILE = "experiment.json"
@@ -441,7 +442,8 @@ def build_report(root: str | Path) -> dict:
             title += (
                 f". Trained rows: mean over {len(seed_columns(frame))} seeds (sd, min, max and "
                 "each seed's accuracy beside it); their ci and diff: 95 % bootstrap over seeds and "
-                "items, p two-sided (one-sided vs chance); single runs: Wilson, exact tests"
+                f"items, p two-sided (one-sided vs chance; {REPLICATES:,} replicates: p is at "
+                f"least {1 / (REPLICATES + 1):.1e}); single runs: Wilson, exact tests"
             )
         paths = write(frame, table["name"], title)
         if len(tests):
