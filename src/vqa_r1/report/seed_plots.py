@@ -32,7 +32,7 @@ from vqa_r1.report.plots import (
 if TYPE_CHECKING:
     import pandas as pd
 
-INTERVAL = "95 % CI (seeds: bootstrap over seeds, items; one run: Wilson)"
+INTERVAL = "95 % CI (seeds: bootstrap; one run: Wilson)"
 SEED_STYLES = ("-", "--", ":", "-.")
 
 
@@ -74,7 +74,8 @@ def plot_seeded_bars(
     drawn += [reference] if reference is not None else []
     low, high = _scaled_limits(drawn) if drawn else (0.0, 1.05)
     with _pinned_style():
-        fig = _new_figure(max(6.4, 0.9 * len(labels) * max(1, len(hues)) ** 0.5 + 3), 4.2)
+        # the legend sits outside, right: the axes keep about 1.2 inch per label
+        fig = _new_figure(max(8.4, 1.2 * len(labels) * max(1, len(hues)) ** 0.5 + 4.2), 4.2)
         ax = fig.add_subplot()
         dotted = interval = False
         for i, hue_value in enumerate(hues):
