@@ -149,6 +149,8 @@ def plot(rows: list[dict], path: Path) -> None:
                     for r in rows
                     if r["dynamic_sampling"] == name and r["seed"] == seed
                 )
+                if rows[0].get("base_accuracy") is not None:
+                    pts.insert(0, (0, rows[0]["base_accuracy"]))  # every run starts at base
                 first = seed == min(r["seed"] for r in rows)
                 ax.plot(
                     *zip(*pts, strict=True),
