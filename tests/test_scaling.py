@@ -201,6 +201,41 @@ def test_the_batch_rule_is_trls(tmp_path, per_device, accumulation, generations)
     assert (ours is None) == (theirs is None), (ours, theirs)
 
 
+@pytest.mark.parametrize(
+    "trl_keys",
+    [
+        {"steps_per_generation": 2},  # 4 x 2 = 8: whole groups of 8, GA 1 alone would not be
+        {"steps_per_generation": 3},  # 12: not whole groups of 8
+        {"generation_batch_size": 16},
+        {"generation_batch_size": 12},
+    ],
+)
+def test_the_batch_rule_with_trls_own_batch_keys_is_trls(tmp_path, trl_keys):
+    """TRL's keys set through the train section (trl_options.py) change the generation batch:
+    our check still refuses exactly what GRPOConfig refuses."""
+    from trl import GRPOConfig
+
+    from vqa_r1.config import RunConfig
+    from vqa_r1.errors import UserError
+
+    config = RunConfig(verb="grpo")
+    config.train.per_device_train_batch_size = 4
+    config.train.num_generations = 8
+    config.train.trl = dict(trl_keys)
+    try:
+        check_grpo_batch(config, 1)
+        ours = None
+    except UserError as err:
+        ours = str(err)
+    try:
+        GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=8,
+                   use_cpu=True, report_to=[], **trl_keys)  # fmt: skip
+        theirs = None
+    except ValueError as err:
+        theirs = str(err)
+    assert (ours is None) == (theirs is None), (ours, theirs)
+
+
 # --------------------------------------------------------------------------- vLLM server
 
 

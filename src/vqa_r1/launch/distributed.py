@@ -170,10 +170,31 @@ def check_grpo_batch(config: Any, processes: int) -> None:
 
     GRPOConfig.__post_init__ (trl 1.16, trl/trainer/grpo_config.py) sets generation_batch_size =
     per_device_train_batch_size x processes x gradient_accumulation_steps (steps_per_generation
-    defaults to the accumulation steps) and requires it to be divisible by num_generations."""
+    defaults to the accumulation steps) and requires it to be divisible by num_generations. Set
+    through TRL's own keys (trl_options.py), ``generation_batch_size`` or ``steps_per_generation``
+    replace that product or the accumulation steps in it."""
     if config.verb != "grpo":
         return
     t = config.train
+    extra = getattr(t, "trl", None) or {}
+    if extra.get("generation_batch_size") or extra.get("steps_per_generation"):
+        if extra.get("generation_batch_size"):
+            size, what = int(extra["generation_batch_size"]), "train.generation_batch_size"
+        else:
+            steps = int(extra["steps_per_generation"])
+            size = t.per_device_train_batch_size * processes * steps
+            what = (
+                f"train.per_device_train_batch_size ({t.per_device_train_batch_size}) x "
+                f"{processes} training process{'es' if processes != 1 else ''} x "
+                f"train.steps_per_generation ({steps})"
+            )
+        if size % t.num_generations:
+            raise UserError(
+                "GRPO needs whole groups of completions in each generation batch (TRL's "
+                f"GRPOConfig): {what} = {size}, not divisible by train.num_generations "
+                f"({t.num_generations})"
+            )
+        return
     per_device, accumulation, groups = (
         t.per_device_train_batch_size,
         t.gradient_accumulation_steps,
