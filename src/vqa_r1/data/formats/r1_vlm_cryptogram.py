@@ -11,9 +11,9 @@ link; ``message_decoding_sequences_env.py`` loads it). Its rows, as written by
 (``sunildkumar/message-decoding-words-r1``) has the same columns less ``task``, upper case words.
 There is no separate specification: the scripts are the documentation.
 
-Accepted, as for R1-V's rows (formats/r1v_clevr.py): the hub snapshot's parquet files
-(``huggingface-cli download ... --repo-type dataset --local-dir DIR``: ``DIR/data/train-*.parquet``)
-or a ``save_to_disk`` folder of the loaded dataset. Each decoder image is written once, named by
+Accepted, as for R1-V's rows (formats/r1v_clevr.py; both are read by formats/hub_rows.py): the
+hub snapshot's parquet files (``huggingface-cli download ... --repo-type dataset --local-dir
+DIR``: ``DIR/data/train-*.parquet``) or a ``save_to_disk`` folder of the loaded dataset. Each decoder image is written once, named by
 its content's SHA-1, into ``<folder>/.vqa_r1/r1_vlm_cryptogram-images/``. The rows become the
 generator's rows (data/cryptogram.py: our question with their coded message, ``solution``
 ``<answer> ... </answer>``, the ``<chars>`` reasoning); ``coded_message`` and ``decoded_message``
@@ -23,23 +23,14 @@ are kept exactly as released, so the cryptogram rewards read them as r1_vlm's di
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from vqa_r1.data.cryptogram import decoded_row
+from vqa_r1.data.formats import hub_rows
 from vqa_r1.data.formats.common import notice
-from vqa_r1.data.formats.r1v_clevr import (
-    _saved_columns,
-    _saved_features,
-    _split_of,
-    image_bytes,
-    parquet_files,
-)
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_write_bytes
 
 NAME = "r1_vlm_cryptogram"
 VERSION = 1
@@ -71,50 +62,12 @@ ROW_COLUMNS = (
 )
 
 
-def _parquet_columns(path: Path) -> set[str]:
-    try:
-        import pyarrow.parquet as pq
-
-        return set(pq.read_schema(path).names)
-    except Exception:
-        return set()
-
-
-def is_hub_save(folder: Path) -> bool:
-    """A save_to_disk folder of r1_vlm's rows (no VSR caption)."""
-    splits = _saved_features(folder)
-    return bool(splits) and all(
-        set(COLUMNS) <= (cols := _saved_columns(d)) and "caption" not in cols
-        for d in splits.values()
-    )
-
-
-def detect(folder: Path) -> bool:
-    files = parquet_files(folder)
-    if files:
-        return set(COLUMNS) <= _parquet_columns(files[0])
-    return is_hub_save(folder)
-
-
-def sources(folder: Path) -> list[Path]:
-    files = parquet_files(folder)
-    if files:
-        return files
-    found = [folder / "dataset_dict.json"] if (folder / "dataset_dict.json").is_file() else []
-    for split_dir in _saved_features(folder).values():
-        found += sorted(split_dir.glob("*.arrow")) + [split_dir / "dataset_info.json"]
-    return found
-
-
-def image_folder(folder: Path) -> Path:
-    import os
-
-    from vqa_r1.paths import cache_root
-
-    if os.access(folder, os.W_OK):
-        return folder / ".vqa_r1" / IMAGES
-    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
-    return cache_root() / "data" / "formats" / f"{IMAGES}-{key}"
+RELEASE = hub_rows.Release(COLUMNS, IMAGES, OPTIONAL)
+# what the format registry (formats/__init__.py) calls
+is_hub_save = RELEASE.is_hub_save
+detect = RELEASE.detect
+sources = hub_rows.sources
+image_folder = RELEASE.image_folder
 
 
 def images_hint(folder: Path, report: dict) -> str:
@@ -123,29 +76,6 @@ def images_hint(folder: Path, report: dict) -> str:
         "from a complete download of sunildkumar/message-decoding-words-and-sequences-r1 into "
         f"{folder} (images are written to {report.get('image_folder') or image_folder(folder)})"
     )
-
-
-def _wanted(available: set[str]) -> list[str]:
-    return list(COLUMNS) + [c for c in OPTIONAL if c in available]
-
-
-def _parquet_rows(folder: Path) -> Iterator[tuple[str, dict]]:
-    import pyarrow.parquet as pq
-
-    for path in parquet_files(folder):
-        columns = _wanted(_parquet_columns(path))
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=256, columns=columns):
-            for row in batch.to_pylist():
-                yield _split_of(path), row
-
-
-def _saved_rows(folder: Path) -> Iterator[tuple[str, dict]]:
-    from datasets import Image, load_from_disk
-
-    for split, split_dir in _saved_features(folder).items():
-        ds = load_from_disk(str(split_dir)).cast_column("image", Image(decode=False))
-        for row in ds.select_columns(_wanted(set(ds.column_names))):
-            yield split, row
 
 
 def _mapping(value: Any) -> dict:
@@ -163,10 +93,9 @@ def _mapping(value: Any) -> dict:
 def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     images = image_folder(folder)
     images.mkdir(parents=True, exist_ok=True)
-    rows_of = _parquet_rows if parquet_files(folder) else _saved_rows
     splits: dict[str, list[dict]] = {}
     dropped: dict[str, dict[str, int]] = {}
-    for number, (split, row) in enumerate(rows_of(folder), 1):
+    for number, (split, row) in enumerate(RELEASE.rows(folder), 1):
         counts = dropped.setdefault(split, {"no_message": 0, "no_image": 0})
         splits.setdefault(split, [])
         coded = " ".join(str(row.get("coded_message") or "").split())
@@ -176,14 +105,11 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
             notice(f"{NAME}: dropped {split} row {number}: no coded or decoded message")
             continue
         try:
-            data, suffix = image_bytes(row.get("image"))
+            path = hub_rows.write_image(images, row.get("image"))
         except ValueError:
             counts["no_image"] += 1
             notice(f"{NAME}: dropped {split} row {number}: no image in the row")
             continue
-        path = images / f"{hashlib.sha1(data).hexdigest()}{suffix.lower()}"
-        if not path.exists():
-            atomic_write_bytes(path, data, fsync=False)
         out = decoded_row(coded, message, str(path), _mapping(row.get("mapping")))
         if row.get("task"):
             out["task"] = str(row["task"])

@@ -15,6 +15,8 @@ both accepted:
   ``{bytes, path}``); parquet files directly in DIR are read too;
 * a ``save_to_disk`` folder of the loaded dataset: ``load_dataset(...).save_to_disk(DIR)``.
 
+Both are read by formats/hub_rows.py, as r1_vlm's cryptogram rows are.
+
 The converter writes each image once, named by its content's SHA-1, into
 ``<folder>/.vqa_r1/r1v_clevr-images/`` (the project cache for a read-only folder), about the size
 of the download again, and keeps ``solution`` exactly as released; ``label`` is its count (the
@@ -24,16 +26,13 @@ dropped, counted and printed.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from vqa_r1.answers import extract_answer
+from vqa_r1.data.formats import hub_rows
 from vqa_r1.data.formats.common import count_features, count_row, notice
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_write_bytes
 
 NAME = "r1v_clevr"
 VERSION = 1
@@ -45,84 +44,13 @@ LAYOUT = (
 )
 COLUMNS = ("image", "problem", "solution")
 OPTIONS: dict = {}
-SPLITS = ("train", "validation", "test")
 IMAGES = "r1v_clevr-images"
-
-
-def parquet_files(folder: Path) -> list[Path]:
-    for base in (folder / "data", folder):
-        found = sorted(base.glob("*.parquet")) if base.is_dir() else []
-        if found:
-            return found
-    return []
-
-
-def _parquet_columns(path: Path) -> set[str]:
-    try:
-        import pyarrow.parquet as pq
-
-        return set(pq.read_schema(path).names)
-    except Exception:
-        return set()
-
-
-def _saved_features(folder: Path) -> dict[str, Path]:
-    """Split name -> folder of a save_to_disk folder (or a single saved Dataset: "train")."""
-    listing = folder / "dataset_dict.json"
-    if listing.is_file():
-        try:
-            names = json.loads(listing.read_text()).get("splits", [])
-        except (OSError, ValueError):
-            return {}
-        return {str(n): folder / str(n) for n in names if (folder / str(n)).is_dir()}
-    if (folder / "state.json").is_file():
-        return {"train": folder}
-    return {}
-
-
-def _saved_columns(split_dir: Path) -> set[str]:
-    try:
-        info = json.loads((split_dir / "dataset_info.json").read_text())
-        return set(info.get("features") or {})
-    except (OSError, ValueError, AttributeError):
-        return set()
-
-
-def is_hub_save(folder: Path) -> bool:
-    """A save_to_disk folder of R1-V's rows (image, problem, solution; no VSR caption)."""
-    splits = _saved_features(folder)
-    return bool(splits) and all(
-        set(COLUMNS) <= (cols := _saved_columns(d)) and "caption" not in cols
-        for d in splits.values()
-    )
-
-
-def detect(folder: Path) -> bool:
-    files = parquet_files(folder)
-    if files:
-        return set(COLUMNS) <= _parquet_columns(files[0])
-    return is_hub_save(folder)
-
-
-def sources(folder: Path) -> list[Path]:
-    files = parquet_files(folder)
-    if files:
-        return files
-    found = [folder / "dataset_dict.json"] if (folder / "dataset_dict.json").is_file() else []
-    for split_dir in _saved_features(folder).values():
-        found += sorted(split_dir.glob("*.arrow")) + [split_dir / "dataset_info.json"]
-    return found
-
-
-def image_folder(folder: Path) -> Path:
-    import os
-
-    from vqa_r1.paths import cache_root
-
-    if os.access(folder, os.W_OK):
-        return folder / ".vqa_r1" / IMAGES
-    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
-    return cache_root() / "data" / "formats" / f"{IMAGES}-{key}"
+RELEASE = hub_rows.Release(COLUMNS, IMAGES)
+# what the format registry (formats/__init__.py) calls
+is_hub_save = RELEASE.is_hub_save
+detect = RELEASE.detect
+sources = hub_rows.sources
+image_folder = RELEASE.image_folder
 
 
 def images_hint(folder: Path, report: dict) -> str:
@@ -133,49 +61,12 @@ def images_hint(folder: Path, report: dict) -> str:
     )
 
 
-def _split_of(path: Path) -> str:
-    prefix = path.name.split("-")[0].split(".")[0].lower()
-    return prefix if prefix in SPLITS else "train"
-
-
-def _parquet_rows(folder: Path) -> Iterator[tuple[str, dict]]:
-    import pyarrow.parquet as pq
-
-    for path in parquet_files(folder):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=256, columns=list(COLUMNS)):
-            for row in batch.to_pylist():
-                yield _split_of(path), row
-
-
-def _saved_rows(folder: Path) -> Iterator[tuple[str, dict]]:
-    from datasets import Image, load_from_disk
-
-    for split, split_dir in _saved_features(folder).items():
-        ds = load_from_disk(str(split_dir)).cast_column("image", Image(decode=False))
-        for row in ds.select_columns(list(COLUMNS)):
-            yield split, row
-
-
-def image_bytes(cell: Any) -> tuple[bytes, str]:
-    """The encoded image of a cell (``{bytes, path}`` or raw bytes) and its file suffix."""
-    if isinstance(cell, bytes | bytearray):
-        return bytes(cell), ".png"
-    if isinstance(cell, dict):
-        suffix = Path(str(cell.get("path") or "x.png")).suffix or ".png"
-        if cell.get("bytes"):
-            return bytes(cell["bytes"]), suffix
-        if cell.get("path") and Path(cell["path"]).is_file():
-            return Path(cell["path"]).read_bytes(), suffix
-    raise ValueError("no image bytes")
-
-
 def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
     images = image_folder(folder)
     images.mkdir(parents=True, exist_ok=True)
-    rows_of = _parquet_rows if parquet_files(folder) else _saved_rows
     splits: dict[str, list[dict]] = {}
     dropped: dict[str, dict[str, int]] = {}
-    for number, (split, row) in enumerate(rows_of(folder), 1):
+    for number, (split, row) in enumerate(RELEASE.rows(folder), 1):
         counts = dropped.setdefault(split, {"no_count": 0, "no_image": 0})
         splits.setdefault(split, [])
         solution = str(row.get("solution") or "")
@@ -187,14 +78,11 @@ def read(folder: Path, options: dict) -> tuple[dict[str, list[dict]], dict]:
             )
             continue
         try:
-            data, suffix = image_bytes(row.get("image"))
+            path = hub_rows.write_image(images, row.get("image"))
         except ValueError:
             counts["no_image"] += 1
             notice(f"r1v_clevr: dropped {split} row {number}: no image in the row")
             continue
-        path = images / f"{hashlib.sha1(data).hexdigest()}{suffix.lower()}"
-        if not path.exists():
-            atomic_write_bytes(path, data, fsync=False)
         question = str(row.get("problem") or "").strip()
         splits[split].append(count_row(question, int(count), path, solution))
     if not splits:
