@@ -103,39 +103,12 @@ def test_settings_small_alphabet_and_checks():
 
 
 def test_word_file(tmp_path):
+    names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    names += ["golf", "hotel", "india", "juliet", "kilo"]
     words = tmp_path / "words.txt"
-    words.write_text(
-        "\n".join(
-            [
-                "alpha",
-                "bravo",
-                "charlie",
-                "delta",
-                "echo",
-                "foxtrot",
-                "golf",
-                "hotel",
-                "india",
-                "juliet",
-                "kilo",
-                "Lima!",
-            ]
-        )
-    )
+    words.write_text("\n".join([*names, "Lima!"]))  # not spelled with the alphabet: left out
     ex = generate(CryptogramSpec(splits={"train": 30}, words=str(words), word_counts=(1,)))
-    assert {c.message for c in ex["train"]} <= {
-        "alpha",
-        "bravo",
-        "charlie",
-        "delta",
-        "echo",
-        "foxtrot",
-        "golf",
-        "hotel",
-        "india",
-        "juliet",
-        "kilo",
-    }
+    assert {c.message for c in ex["train"]} <= set(names)
 
 
 @pytest.mark.parametrize("size", [64, 112, 224])

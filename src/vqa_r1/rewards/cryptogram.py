@@ -43,6 +43,8 @@ raises (``rewards.text.score_rows``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from vqa_r1.rewards.edit import levenshtein
@@ -141,6 +143,22 @@ def answer_partial_score(text: str, message: str | None, coded: Any) -> float:
     return max(0.0, 1.0 - distance / max(len(message), len(answer)))
 
 
+def _score_messages(
+    completions: Any,
+    decoded_message: Any,
+    solution: Any,
+    coded_message: Any,
+    score: Callable[[str, str | None, Any], float],
+) -> list[float]:
+    """``score(text, message, coded)`` for every completion: its text, the row's plain message
+    (``message_of``) and coded message (``None`` for the ungated rewards); range [0, 1]."""
+
+    def row(completion: Any, decoded: Any, reference: Any, coded: Any) -> float:
+        return score(completion_text(completion), message_of(decoded, reference), coded)
+
+    return score_rows(completions, [decoded_message, solution, coded_message], row, 0.0, 1.0)
+
+
 def cryptogram_format_reward(completions: Any, **_: Any) -> list[float]:
     """1.0 for ``<think> ... <chars> ... </chars> ... </think> <answer> ... </answer>``, else 0.0.
 
@@ -168,13 +186,7 @@ def cryptogram_decoding_reward(
     closer to the coded message than to the truth (``d(chars, coded) < d(chars, truth)``) or
     there is no coded message to check; see ``vqa_r1.rewards.cryptogram``.
     """
-
-    def score(completion: Any, decoded: Any, reference: Any, coded: Any) -> float:
-        message = message_of(decoded, reference)
-        return decoding_score(completion_text(completion), message, coded, gated=True)
-
-    columns = [decoded_message, solution, coded_message]
-    return score_rows(completions, columns, score, 0.0, 1.0)
+    return _score_messages(completions, decoded_message, solution, coded_message, decoding_score)
 
 
 def cryptogram_decoding_ungated_reward(
@@ -185,12 +197,8 @@ def cryptogram_decoding_ungated_reward(
     ``1 - d(chars, truth) / max(len(truth), len(chars))``: copying the coded message earns the
     characters it shares with the truth (the hack the gate closes).
     """
-
-    def score(completion: Any, decoded: Any, reference: Any) -> float:
-        message = message_of(decoded, reference)
-        return decoding_score(completion_text(completion), message, None, gated=False)
-
-    return score_rows(completions, [decoded_message, solution], score, 0.0, 1.0)
+    score = partial(decoding_score, gated=False)
+    return _score_messages(completions, decoded_message, solution, None, score)
 
 
 def cryptogram_correct_reward(
@@ -205,13 +213,7 @@ def cryptogram_correct_reward(
     1.0 iff the ``<answer>`` block equals the decoded message and ``cryptogram_decoding`` pays
     1.0 (the ``<chars>`` block is exactly right), else 0.0.
     """
-
-    def score(completion: Any, decoded: Any, reference: Any, coded: Any) -> float:
-        message = message_of(decoded, reference)
-        return correct_score(completion_text(completion), message, coded, gated=True)
-
-    columns = [decoded_message, solution, coded_message]
-    return score_rows(completions, columns, score, 0.0, 1.0)
+    return _score_messages(completions, decoded_message, solution, coded_message, correct_score)
 
 
 def cryptogram_correct_ungated_reward(
@@ -219,12 +221,8 @@ def cryptogram_correct_ungated_reward(
 ) -> list[float]:
     """Correctness without the gate; range {0, 1}: 1.0 iff the ``<answer>`` block equals the
     decoded message, whatever the ``<chars>`` block says."""
-
-    def score(completion: Any, decoded: Any, reference: Any) -> float:
-        message = message_of(decoded, reference)
-        return correct_score(completion_text(completion), message, None, gated=False)
-
-    return score_rows(completions, [decoded_message, solution], score, 0.0, 1.0)
+    score = partial(correct_score, gated=False)
+    return _score_messages(completions, decoded_message, solution, None, score)
 
 
 def cryptogram_answer_partial_reward(
@@ -240,10 +238,6 @@ def cryptogram_answer_partial_reward(
     1.0, the answer holds only letters and spaces, and it is closer to the message than the
     ``<chars>`` form of it is; else 0.0 (r1_vlm's ``correctness_intermediate_reward_func``).
     """
-
-    def score(completion: Any, decoded: Any, reference: Any, coded: Any) -> float:
-        message = message_of(decoded, reference)
-        return answer_partial_score(completion_text(completion), message, coded)
-
-    columns = [decoded_message, solution, coded_message]
-    return score_rows(completions, columns, score, 0.0, 1.0)
+    return _score_messages(
+        completions, decoded_message, solution, coded_message, answer_partial_score
+    )
