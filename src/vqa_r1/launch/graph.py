@@ -70,6 +70,7 @@ class Step:
     state: str | None = None  # NOT RUN / RUNNING / COMPLETED / FAILED / DONE EARLIER / SUBMITTED
     seconds: float | None = None  # how long its local job took (the demo's stage times)
     info: dict[str, Any] = field(default_factory=dict)  # recorded in launch.json as is
+    checked_at: float = field(default_factory=time.time)  # about when planning read the folder
 
     def __post_init__(self) -> None:
         if self.done is None:
@@ -296,6 +297,8 @@ def submit_all(graph: Graph, command: str) -> Outcome:
     for step in order(graph.steps):
         old = earlier.get(step.name)
         state = active.get(old or "", "")
+        if old and state not in ACTIVE_STATES and finished_since_planning(step):
+            step.done = True  # its job ended between the folder check and squeue's answer
         if step.done:
             step.state = "DONE EARLIER"
         elif old and state in ACTIVE_STATES:
@@ -323,6 +326,24 @@ def submit_all(graph: Graph, command: str) -> Outcome:
     write_state(graph, "slurm", command)
     print_submitted(graph, jobs)
     return Outcome(0, "slurm", jobs)
+
+
+def finished_since_planning(step: Step) -> bool:
+    """A step whose previous job left the queue after planning read its folder: complete now?
+
+    Without this a short job that ended during the re-launch's planning (seconds: imports, TRL's
+    config checks) was submitted again. Planning accepted the folder's settings as this step's,
+    or it would have refused it; a completion recorded after that check is the previous job's.
+    One recorded before it is not (``--overwrite`` moves such a folder aside): the marker's time
+    is to the second, hence the margin."""
+    if step.done or step.request is None:
+        return False
+    completed = (output_dir.read_marker(step.run_dir) or {}).get("completed")
+    try:
+        at = time.mktime(time.strptime(str(completed), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return False
+    return at >= step.checked_at - 2
 
 
 def submit_array(graph: Graph, steps: list[Step]) -> list[Any]:
