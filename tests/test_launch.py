@@ -416,3 +416,29 @@ def test_a_refused_sbatch_is_one_line_with_slurms_message(tmp_path, monkeypatch,
     out = capsys.readouterr()
     assert out.err.count("\n") == 1 and out.err.startswith("error: sbatch refused job"), out.err
     assert said in out.err and str(run) in out.err and "cluster profile" in out.err
+
+
+def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(tmp_path):
+    """graph.finished_since_planning: the previous job left the queue after planning read the
+    folder; a completion recorded after that read is that job's, one from before is not (a
+    folder --overwrite moves aside)."""
+    import json
+    import time
+
+    from vqa_r1 import output_dir
+    from vqa_r1.launch.graph import Step, finished_since_planning
+
+    run_dir = tmp_path / "eval"
+    run_dir.mkdir()
+    step = Step("eval/base", run_dir, request=object(), done=False)
+    assert not finished_since_planning(step)  # no marker: nothing to go on
+
+    def completed(at: float) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+        marker = {"verb": "evaluate", "settings": {}, "completed": stamp}
+        (run_dir / output_dir.MARKER).write_text(json.dumps(marker))
+
+    completed(time.time())
+    assert finished_since_planning(step)
+    completed(step.checked_at - 3600)
+    assert not finished_since_planning(step)
