@@ -40,11 +40,12 @@ OVERRIDES = [
     "data.synthetic_train=24",
     "data.synthetic_validation=4",
     "data.synthetic_test=4",
-    "train.reward_funcs=[mp_rewards:e_share]",  # dense: rewards and gradients differ per step
+    # rewards and gradients differ per step; half the groups flat (below): rounds of refills
+    # that both ranks must take together, and draws that a resumed run must repeat
+    "train.reward_funcs=[mp_rewards:e_share_true]",
     "train.reward_weights=[1.0]",
     "train.temperature=4.0",  # the pretrained tiny model is peaked: groups need varied samples
-    # one group per rank and half the groups flat (below): rounds of refills that both ranks must
-    # take together, and draws that a resumed run must repeat
+    # one group per rank
     "train.dynamic_sampling=true",
     # two updates per generation: the preemption at step 3 falls inside a block, so the resumed
     # ranks must train step 4 on their saved generation buffers (trainer_hooks)
@@ -52,16 +53,20 @@ OVERRIDES = [
 ]
 # the share of "e" in a completion varies between samples, so the sampling RNG of each rank and
 # every update show in the per-step metrics (the tiny model's answers earn no accuracy reward);
-# the prompts whose answer is False earn 0 throughout: groups without variance
+# e_share_true: the prompts whose answer is False earn 0 throughout (groups without variance);
+# e_share (dense) is tests/test_deepspeed_cpu.py's
 REWARDS = textwrap.dedent(
     """
     from vqa_r1.rewards import completion_text
 
-    def e_share(completions, solution, **_):
+    def e_share(completions, **_):
         texts = [completion_text(c) for c in completions]
+        return [t.count("e") / max(1, len(t)) for t in texts]
+
+    def e_share_true(completions, solution, **_):
         return [
-            t.count("e") / max(1, len(t)) if "True" in s else 0.0
-            for t, s in zip(texts, solution, strict=True)
+            share if "True" in s else 0.0
+            for share, s in zip(e_share(completions), solution, strict=True)
         ]
     """
 )
