@@ -171,33 +171,42 @@ def test_grpo_batch_rule_is_checked_at_submission(dry):
     assert code == 2 and "3 training processes" in err
 
 
-@pytest.mark.parametrize(
-    ("per_device", "accumulation", "generations"),
-    [(4, 1, 4), (4, 1, 8), (2, 4, 8), (3, 1, 2), (3, 2, 4), (6, 1, 4)],
-)
-def test_the_batch_rule_is_trls(tmp_path, per_device, accumulation, generations):
-    """One process (the test's): our check refuses exactly what GRPOConfig refuses."""
+def _refusals(tmp_path, train: dict, trl_keys: dict) -> tuple[str | None, str | None]:
+    """Our check's and GRPOConfig's refusal (None: accepted) of one process's GRPO batch."""
     from trl import GRPOConfig
 
     from vqa_r1.config import RunConfig
     from vqa_r1.errors import UserError
 
     config = RunConfig(verb="grpo")
-    config.train.per_device_train_batch_size = per_device
-    config.train.gradient_accumulation_steps = accumulation
-    config.train.num_generations = generations
+    for key, value in train.items():
+        setattr(config.train, key, value)
+    config.train.trl = dict(trl_keys)
     try:
         check_grpo_batch(config, 1)
         ours = None
     except UserError as err:
         ours = str(err)
     try:
-        GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=per_device,
-                   gradient_accumulation_steps=accumulation, num_generations=generations,
-                   use_cpu=True, report_to=[])  # fmt: skip
+        GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **train, **trl_keys)
         theirs = None
     except ValueError as err:
         theirs = str(err)
+    return ours, theirs
+
+
+@pytest.mark.parametrize(
+    ("per_device", "accumulation", "generations"),
+    [(4, 1, 4), (4, 1, 8), (2, 4, 8), (3, 1, 2), (3, 2, 4), (6, 1, 4)],
+)
+def test_the_batch_rule_is_trls(tmp_path, per_device, accumulation, generations):
+    """One process (the test's): our check refuses exactly what GRPOConfig refuses."""
+    train = dict(
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulation,
+        num_generations=generations,
+    )
+    ours, theirs = _refusals(tmp_path, train, {})
     assert (ours is None) == (theirs is None), (ours, theirs)
 
 
@@ -213,26 +222,8 @@ def test_the_batch_rule_is_trls(tmp_path, per_device, accumulation, generations)
 def test_the_batch_rule_with_trls_own_batch_keys_is_trls(tmp_path, trl_keys):
     """TRL's keys set through the train section (trl_options.py) change the generation batch:
     our check still refuses exactly what GRPOConfig refuses."""
-    from trl import GRPOConfig
-
-    from vqa_r1.config import RunConfig
-    from vqa_r1.errors import UserError
-
-    config = RunConfig(verb="grpo")
-    config.train.per_device_train_batch_size = 4
-    config.train.num_generations = 8
-    config.train.trl = dict(trl_keys)
-    try:
-        check_grpo_batch(config, 1)
-        ours = None
-    except UserError as err:
-        ours = str(err)
-    try:
-        GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=8,
-                   use_cpu=True, report_to=[], **trl_keys)  # fmt: skip
-        theirs = None
-    except ValueError as err:
-        theirs = str(err)
+    train = dict(per_device_train_batch_size=4, num_generations=8)
+    ours, theirs = _refusals(tmp_path, train, trl_keys)
     assert (ours is None) == (theirs is None), (ours, theirs)
 
 
