@@ -69,6 +69,8 @@ def run(out: Path, seeds: list[int], steps: int, limit: int, rounds: int) -> lis
                 f"train.dynamic_sampling_max_rounds={rounds}",
             ]
             config = load_config("grpo", MODEL, overrides=overrides)
+            if (steps // 2) % config.train.logging_steps:  # completions are read at each save
+                config.train.logging_steps = 1
             run_dir = out / "runs" / f"{name}-seed{seed}"
             clock = SaveClock()
             train(config, run_dir, callbacks=[clock], progress=f"{name} seed {seed}")
