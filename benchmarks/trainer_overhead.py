@@ -48,7 +48,7 @@ class Size:
 
 
 FULL = Size(steps=20, first=5, save_steps=5, logging_steps=5, num_samples=256)
-QUICK = Size(steps=6, first=2, save_steps=2, logging_steps=1, num_samples=64)
+QUICK = Size(steps=8, first=2, save_steps=2, logging_steps=1, num_samples=64)
 
 # Fields that name places or runs, not work: excluded when the two GRPOConfigs are compared.
 _PATH_FIELDS = {"output_dir", "logging_dir", "run_name"}

@@ -145,20 +145,24 @@ def _stopped_twice_equals_uninterrupted(synthetic_dir, tmp_path, extra, steps=6,
 
 
 @pytest.mark.slow
-def test_num_iterations_2_stopped_twice_inside_a_block_equals_uninterrupted(
+def test_num_iterations_2_stopped_inside_and_at_the_end_of_a_block_equals_uninterrupted(
     synthetic_dir, tmp_path, test_rewards
 ):
-    # stops at odd steps: the next step reuses the buffered generation (num_iterations=2)
+    # stops at odd steps: the next step reuses the buffered generation (num_iterations=2); the
+    # stop at 4 ends a block: the next step generates afresh, so no buffer is saved there
     _, cut = _stopped_twice_equals_uninterrupted(
         synthetic_dir,
         tmp_path,
         ["train.num_iterations=2", "train.reward_funcs=[letter_e]", "train.beta=0"],
+        stops=(3, 4, 5),
     )
-    saved = torch.load(
-        cut / "checkpoints" / "checkpoint-5" / GENERATION_BUFFER.format(rank=0),
-        weights_only=False,
-    )
-    assert saved["step"] == 5 and saved["buffer"], "the buffer of step 5's generation is saved"
+
+    def saved(step):
+        path = cut / "checkpoints" / f"checkpoint-{step}" / GENERATION_BUFFER.format(rank=0)
+        return torch.load(path, weights_only=False)
+
+    assert saved(5)["step"] == 5 and saved(5)["buffer"], "the buffer of step 5's generation"
+    assert saved(4) == {"step": 4, "buffer": None}, "a block's end saves the count only"
 
 
 @pytest.mark.slow

@@ -150,6 +150,9 @@ class GenerationBufferMixin:
     a requeued run left the uninterrupted one from the first resumed step on (the requeue
     equality test of ``num_iterations=2`` found it). The file holds the tensors of one generation
     batch (prompts, completions, log-probabilities, pixel values): small next to the optimizer.
+    At the end of a block (the default: one generation per optimizer step) the next step
+    generates afresh, so only the count is saved: writing the buffer there cost every save
+    its tensors for nothing.
     """
 
     def _save_checkpoint(self, model, trial):  # noqa: D401 - Trainer hook
@@ -158,7 +161,9 @@ class GenerationBufferMixin:
 
         # under AtomicCheckpointMixin, output_dir is the staging folder during this call
         folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-        state = {"step": self._step, "buffer": self._buffered_inputs}
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        inside_block = self._step % generate_every != 0
+        state = {"step": self._step, "buffer": self._buffered_inputs if inside_block else None}
         torch.save(state, folder / GENERATION_BUFFER.format(rank=self.args.process_index))
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D401 - Trainer hook
