@@ -89,6 +89,22 @@ def test_yaml_errors_name_the_file(tmp_path):
         build(Outer, load_mapping(path), f"{path}:")
 
 
+def test_a_key_written_twice_is_an_error_naming_the_file_and_line(tmp_path):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("inner:\n  count: 1\n  label: a\n  count: 2\n")
+    with pytest.raises(UserError) as caught:
+        load_mapping(path)
+    message = str(caught.value)
+    assert f"{path}: not valid YAML at line 4:" in message and "'count' appears twice" in message
+    assert "first on line 2" in message and "\n" not in message
+    path.write_text("inner: {count: 1, count: 2}\n")  # one line, a flow mapping
+    with pytest.raises(UserError, match="'count' appears twice"):
+        load_mapping(path)
+    # the same key in two mappings, and a merge key's value overridden, are not duplicates
+    path.write_text("a: &x {count: 1}\nb:\n  <<: *x\n  count: 2\nc: {count: 3}\n")
+    assert load_mapping(path) == {"a": {"count": 1}, "b": {"count": 2}, "c": {"count": 3}}
+
+
 def test_frozen_dataclass_parse_hook_and_required_keys():
     assert build(Frozen, {"name": "a", "minutes": "2h"}) == Frozen("a", 120)
     with pytest.raises(UserError, match="missing key"):

@@ -78,7 +78,31 @@ def unknown_key(path: str, key: str, names: Any) -> UserError:
 
 
 class ConfigYamlLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars: only true/false are booleans, no base-60 numbers."""
+    """SafeLoader with YAML 1.2 scalars: only true/false are booleans, no base-60 numbers; a key
+    written twice in one mapping is an error (PyYAML keeps the last silently, so a recipe that
+    set ``learning_rate`` twice ran with whichever came second)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<:`` keys may be overridden
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                    seen.setdefault(key, key_node.start_mark.line)
+                except TypeError:  # an unhashable key: the base class reports it
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} appears twice in one mapping (first on line {first + 1}); "
+                        "keep one",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
 
 
 _BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float"))
@@ -107,6 +131,10 @@ def load_yaml(path: str | Path, what: str = "") -> Any:
         raise UserError(f"{label}: file not found") from None
     try:
         return yaml.load(text, Loader=ConfigYamlLoader)
+    except yaml.MarkedYAMLError as err:
+        where = f" at line {err.problem_mark.line + 1}" if err.problem_mark else ""
+        problem = " ".join(str(err.problem or err.context or err).split())
+        raise UserError(f"{label}: not valid YAML{where}: {problem}") from None
     except yaml.YAMLError as err:
         raise UserError(f"{label}: not valid YAML ({err})") from None
 
