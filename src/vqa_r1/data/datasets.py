@@ -263,6 +263,18 @@ def with_images(ds: Any) -> Any:
     return ds.add_column("image", list(ds["image_path"])).cast_column("image", Image())
 
 
+def rows_instruction(ds: Any) -> str | None:
+    """The instruction of rows the family's True/False one does not fit (training and evaluation
+    alike, when ``data.instruction`` is not set): counting rows ask for a number, cryptogram rows
+    for ``<chars>`` then ``<answer>``; None for the others (the family's own)."""
+    columns = set(ds.column_names)
+    if "answer_type" in columns and len(ds) > 0 and set(ds["answer_type"]) == {"number"}:
+        return COUNT_INSTRUCTION
+    if "coded_message" in columns:
+        return CRYPTOGRAM_INSTRUCTION
+    return None
+
+
 def trainer_rows(
     ds: Any,
     adapter: Any,
@@ -279,10 +291,8 @@ def trainer_rows(
     """
 
     columns = set(ds.column_names)
-    if instruction is None and "answer_type" in columns and set(ds["answer_type"]) == {"number"}:
-        instruction = COUNT_INSTRUCTION  # counting rows: the family's instruction asks True/False
-    if instruction is None and "coded_message" in columns:
-        instruction = CRYPTOGRAM_INSTRUCTION  # cryptogram rows: <chars> then <answer>
+    if instruction is None:
+        instruction = rows_instruction(ds)
     has_scene = {"subj", "relation"} <= columns and set(ds["relation"]) <= set(RELATIONS)
     own_solution = "solution" in columns
     if rationale == "scene" and "boxes" not in columns and not own_solution:

@@ -11,6 +11,8 @@ their records carry ``answer_type`` so that `vqa-r1 score` rescores them the sam
 Counting datasets (``answer_type == "number"``: SuperCLEVR, R1-V's CLEVR rows, the CoGenT
 stand-in) are scored on the count read from the answer against the row's ``solution``
 (eval.answer_rule ``robust`` reads it with the ``number`` rule, ``r1v_count`` as R1-V did).
+Cryptogram datasets (rows with ``coded_message``, data/cryptogram.py) are scored on the exact
+decoded message and the ``<chars>`` characters, per number of words (eval/scoring.py).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from typing import Any
 from vqa_r1 import output_dir
 from vqa_r1.answers import NUMBER_RULES, extract_answer
 from vqa_r1.config import RunConfig, run_settings, save_config
-from vqa_r1.data.datasets import open_split
-from vqa_r1.data.prompts import COUNT_INSTRUCTION, problem_text
+from vqa_r1.data.datasets import open_split, rows_instruction
+from vqa_r1.data.prompts import problem_text
 from vqa_r1.errors import UserError
-from vqa_r1.eval.scoring import choice_key, score_responses
+from vqa_r1.eval.scoring import choice_key, cryptogram_readings, score_responses
 from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
 from vqa_r1.models.device import resolve_device
 from vqa_r1.models.generation import GenerationSettings, Generator
@@ -85,6 +87,7 @@ def _evaluate(
     kinds = set(ds["answer_type"]) if "answer_type" in columns and len(ds) > 0 else set()
     choice = kinds == {"choice"}
     number = kinds == {"number"}
+    cryptogram = "coded_message" in columns and not (choice or number)
     if "problem" in columns:
         questions = list(ds["problem"])
     else:
@@ -116,8 +119,8 @@ def _evaluate(
         max_new_tokens=ec.max_new_tokens, cache=config.model.generation_cache
     )
     instruction = config.data.instruction
-    if instruction is None and number:
-        instruction = COUNT_INSTRUCTION
+    if instruction is None:
+        instruction = rows_instruction(ds)  # counting and cryptogram rows ask for their own
     gen = Generator(loaded, settings, instruction)
     if done and done[0].get("generation_cache"):  # decide as the first attempt did
         first = done[0]
@@ -153,6 +156,8 @@ def _evaluate(
     # the study's two fields, plus the claim so the judge needs no side file
     if choice or number:
         truths = list(ds["solution"])
+    elif cryptogram:  # the plain message; the coded one beside it for the gate's statistics
+        truths = list(ds["decoded_message"])
     else:
         truths = ["True" if int(lbl) == 1 else "False" for lbl in labels]
     records = [
@@ -162,6 +167,10 @@ def _evaluate(
     if choice or number:
         for record in records:
             record["answer_type"] = "choice" if choice else "number"
+    if cryptogram:
+        for record, coded in zip(records, ds["coded_message"], strict=True):
+            record.update(answer_type="cryptogram", coded_message=coded)
+    kind = "choice" if choice else "number" if number else "cryptogram" if cryptogram else ""
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
     scores.update(
@@ -185,10 +194,10 @@ def _evaluate(
             {
                 "caption": c,
                 "relation": (relations[i] if relations else None),
-                "label": labels[i] if choice or number else int(labels[i]),
+                "label": truths[i] if cryptogram else labels[i] if kind else int(labels[i]),
                 "response": outputs[i],
                 "truncated": truncated[i],
-                **_readings(outputs[i], "choice" if choice else "number" if number else ""),
+                **_readings(records[i], kind),
             }
         )
         for i, c in enumerate(ds["caption"])
@@ -290,9 +299,13 @@ class BatchLog:
             os.fsync(fh.fileno())
 
 
-def _readings(response: str, kind: str) -> dict:
-    """What the scorer read from a response: option letters, both counting rules' counts, or
-    both rules' True/False."""
+def _readings(record: dict, kind: str) -> dict:
+    """What the scorer read from a response: option letters, both counting rules' counts, a
+    cryptogram's answer and characters, or both rules' True/False."""
+    response = record["predicted_response"]
+    if kind == "cryptogram":
+        read = cryptogram_readings(record)
+        return {k: read[k] for k in ("answer", "chars", "correct", "char_accuracy")}
     if kind == "choice":
         return {"choices": choice_key(response)}
     if kind == "number":

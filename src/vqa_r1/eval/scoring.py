@@ -13,6 +13,16 @@ src/eval/test_qwen2vl_counting_superclevr.py): ``{"accuracy": percent, "results"
 the jsonl row, "ground_truth": int, "model_output": text, "extracted_answer": int or null}]}``;
 each result becomes a counting record that keeps the log's own reading and published accuracy,
 so `vqa-r1 score --answer-rule r1v_count` shows both beside ours.
+
+Cryptogram records (``answer_type: "cryptogram"``, written by evaluate for cryptogram datasets,
+data/cryptogram.py): ``true_response`` is the plain message, ``coded_message`` the code as shown.
+They are read with the cryptogram rewards' own rule (rewards/cryptogram.py: one ``<answer>`` block,
+stripped, runs of white space as one space, case-sensitive as r1_vlm's): accuracy is the ungated
+correctness (the answer equals the message), ``char_accuracy`` the mean ungated decoding score of
+the ``<chars>`` block (1 - normalised edit distance to the right characters), ``correct_with_chars``
+the gated correctness (the answer right and every character of ``<chars>`` too) and
+``chars_nearer_code`` the share of ``<chars>`` blocks nearer the coded message than the message
+(the copy the gate refuses). ``per_relation`` holds the same per number of words ("2 words").
 """
 
 from __future__ import annotations
@@ -29,8 +39,9 @@ from vqa_r1.answers import (
     label_of,
 )
 from vqa_r1.errors import UserError
-from vqa_r1.metrics import classification_scores
-from vqa_r1.rewards import format_reward
+from vqa_r1.metrics import classification_scores, wilson_interval
+from vqa_r1.rewards import cryptogram_format_reward, format_reward
+from vqa_r1.rewards.cryptogram import block, correct_score, decoding_score, message_of
 
 
 def read_responses(path: str | Path) -> list[dict]:
@@ -128,6 +139,8 @@ def score_responses(
     records: Sequence[dict], rule: str = "robust", groups: Sequence[str] | None = None
 ) -> dict:
     check_rule(rule)
+    if records and all(r.get("answer_type") == "cryptogram" for r in records):
+        return score_cryptograms(records)
     if records and all(r.get("answer_type") == "choice" for r in records):
         return score_choices(records, groups)
     if records and all(r.get("answer_type") == "number" for r in records):
@@ -165,9 +178,64 @@ def score_choices(records: Sequence[dict], groups: Sequence[str] | None = None) 
     return scores
 
 
+def word_group(count: int) -> str:
+    """A cryptogram's group in ``per_relation``: "1 word", "2 words", ..."""
+    return f"{count} word" + ("" if count == 1 else "s")
+
+
+def cryptogram_readings(record: dict) -> dict:
+    """One cryptogram record read as the rewards read it: the message, the answer and ``<chars>``
+    blocks, whether the answer is right (ungated, and gated on the characters) and the
+    characters' score (ungated; ``nearer_code``: the gate would refuse them)."""
+    text = str(record["predicted_response"])
+    message = message_of(record["true_response"], None)
+    coded = record.get("coded_message")
+    chars = decoding_score(text, message, None, gated=False)
+    gated = decoding_score(text, message, coded, gated=True) if coded is not None else None
+    return {
+        "message": message,
+        "answer": block(text, "answer"),
+        "chars": block(text, "chars"),
+        "correct": correct_score(text, message, None, gated=False) == 1.0,
+        "correct_with_chars": coded is not None and correct_score(text, message, coded) == 1.0,
+        "char_accuracy": chars,
+        "nearer_code": gated is not None and chars > 0.0 and gated == 0.0,
+    }
+
+
+def score_cryptograms(records: Sequence[dict]) -> dict:
+    """Cryptogram records (see the module docstring): exact answers, character accuracy, and
+    both per number of words in ``per_relation``."""
+    readings = [cryptogram_readings(r) for r in records]
+    refs = [r["message"] or "" for r in readings]
+    # the answer as read, or the message itself when the rule says right (the same judgement)
+    preds = [r["message"] if r["correct"] else (r["answer"] or "") for r in readings]
+    groups = [word_group(len(m.split())) for m in refs]
+    scores = classification_scores(refs, preds, groups)
+    n = len(records)
+    scores["answer_rule"] = "cryptogram"
+    scores["answer_type"] = "cryptogram"
+    completions = [r["predicted_response"] for r in records]
+    scores["format_rate"] = sum(cryptogram_format_reward(completions)) / n if n else 0.0
+    scores["unparsed"] = sum(1 for r in readings if r["answer"] is None)
+    scores["chars_missing"] = sum(1 for r in readings if r["chars"] is None)
+    scores["char_accuracy"] = sum(r["char_accuracy"] for r in readings) / n if n else 0.0
+    right = sum(r["correct_with_chars"] for r in readings)
+    scores["correct_with_chars"] = right
+    scores["accuracy_with_chars"] = right / n if n else 0.0
+    scores["accuracy_with_chars_ci_95"] = list(wilson_interval(right, n))
+    scores["chars_nearer_code"] = sum(r["nearer_code"] for r in readings) / n if n else 0.0
+    for group, part in scores.get("per_relation", {}).items():
+        mine = [r for r, g in zip(readings, groups, strict=True) if g == group]
+        part["char_accuracy"] = sum(r["char_accuracy"] for r in mine) / len(mine)
+    return scores
+
+
 def rule_differences(records: Sequence[dict]) -> list[dict]:
     """Items that the robust and study rules score differently, with what each rule read
     (for counting records: the ``number`` and ``r1v_count`` rules, reported under those keys)."""
+    if records and all(r.get("answer_type") == "cryptogram" for r in records):
+        return []  # one rule: the cryptogram rewards' (score_cryptograms)
     robust_rule, study_rule = "robust", "study"
     if records and all(r.get("answer_type") == "number" for r in records):
         robust_rule, study_rule = NUMBER_RULES
