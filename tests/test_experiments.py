@@ -25,11 +25,14 @@ EXPECTED_STEPS = {
     "sim2real": 15,  # base on 2 domains + 2 methods x 2 domains x (train + 2 evaluations) + tables
     "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
     "prompt-tuning": 5,  # base and prompt-tuned in each of 2 modes, tables
+    "counting": 9,  # sft, grpo, 3 rows x 2 evaluation sets (A, B), tables
 }
 
 
 def test_every_declared_spec_loads():
-    assert set(list_specs()) == {"demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning"}
+    assert {"demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning", "counting"} == set(
+        list_specs()
+    )
     assert load_spec("demo").rows == ["base", "sft", "grpo", "sft+grpo"]
     spec = load_spec("text-bias")
     assert spec.bias_levels == ["none", "0.627", "0.69", "0.997"]  # the study's levels
@@ -54,7 +57,9 @@ def test_bad_spec_overrides_are_clear_errors(overrides, message):
 
 
 def test_unknown_experiment_names_the_declared_ones():
-    with pytest.raises(UserError, match="declared are demo, drivingvqa, prompt-tuning, sim2real"):
+    with pytest.raises(
+        UserError, match="declared are counting, .*demo, drivingvqa, prompt-tuning, sim2real"
+    ):
         load_spec("sim-to-real")
 
 

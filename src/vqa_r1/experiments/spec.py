@@ -15,7 +15,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.typed_config import build, load_mapping, option, parse_overrides
 
 SPEC_DIR = Path(__file__).parent / "specs"
-Kind = Literal["demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning"]
+Kind = Literal["demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning", "counting"]
 DEMO_ROWS = ("base", "sft", "grpo", "sft+grpo")
 
 
@@ -80,6 +80,33 @@ class ExperimentSpec:
         default_factory=lambda: list(DEMO_ROWS),
         help=f"demo: the rows trained and evaluated, of {', '.join(DEMO_ROWS)}",
     )
+    # ---- counting (experiments/counting.py): the CLEVR-CoGenT-style scenes of data/counting.py;
+    # the defaults are sized for the tiny CPU models (the rows trained: ``rows`` above)
+    counting_train: int = option(
+        400, help="counting: scenes in condition A's train split (SFT and GRPO)", minimum=1
+    )
+    counting_validation: int = option(
+        40, help="counting: scenes in condition A's validation split", minimum=1
+    )
+    counting_test: int = option(
+        200, help="counting: scenes in condition A's test split (in distribution)", minimum=1
+    )
+    counting_test_b: int = option(
+        200,
+        help="counting: scenes in condition B's test_b split (swapped shape-colour pairing, "
+        "7-10 objects: out of distribution)",
+        minimum=1,
+    )
+    counting_seed: int = option(0, help="counting: the scenes' seed")
+    counting_image_size: int = option(
+        112, help="counting: image side in pixels (at least 112: 10 objects must fit)", minimum=112
+    )
+    superclevr: str = option(
+        "",
+        help="counting: a SuperCLEVR counting folder (data/formats/superclevr.py) every model "
+        "is also evaluated on; empty: none",
+    )
+    # ---- end of counting
     seeds: int = option(
         1,
         help="training runs per condition, with train.seed = the recipe's seed, +1, ... (each "

@@ -368,8 +368,10 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
     return counts_as_integers(frame[ordered]), counts_as_integers(pd.DataFrame(tests))
 
 
-def per_relation_table(root: Path, table: dict) -> Any:
-    """Accuracy per relation of every row: where a bias or a domain shift bites."""
+def per_relation_table(root: Path, table: dict, by_count: bool = False) -> Any:
+    """Accuracy per relation of every row: where a bias or a domain shift bites. ``by_count``:
+    per true count instead (counting rows' relation is "count N"; column ``count``, in numeric
+    order; other relations left out)."""
     import pandas as pd
 
     from vqa_r1.metrics import wilson_interval
@@ -377,11 +379,15 @@ def per_relation_table(root: Path, table: dict) -> Any:
     out = []
     rows = table_rows(root, table)
     seeded = any(r.get("_seeded") for r in rows)  # then one line per seed, its seed named
+    column = "count" if by_count else "relation"
     for row in rows:
         labels = {k: v for k, v in row.items() if k in table["rows"][0]["labels"]}
         per_seed = row["_per_relation"] if row.get("_seeded") else {"-": row["_per_relation"]}
         for seed, relations in per_seed.items():
-            for relation, part in sorted(relations.items()):
+            items = relations.items()
+            if by_count:
+                items = [(count_of(r), part) for r, part in items if count_of(r) is not None]
+            for relation, part in sorted(items):
                 n = part.get("n") or 0
                 correct = round(part.get("accuracy", 0.0) * n)
                 low, high = wilson_interval(correct, n)
@@ -389,7 +395,7 @@ def per_relation_table(root: Path, table: dict) -> Any:
                     {
                         **labels,
                         **({"seed": str(seed)} if seeded else {}),
-                        "relation": relation,
+                        column: relation,
                         "n": n,
                         "accuracy": part.get("accuracy"),
                         "ci_low": low,
@@ -399,9 +405,15 @@ def per_relation_table(root: Path, table: dict) -> Any:
     return counts_as_integers(pd.DataFrame(out))
 
 
+def count_of(relation: str) -> int | None:
+    """The true count of a counting row's relation ("count 7" -> 7), else None."""
+    match = re.fullmatch(r"count (\d+)", str(relation))
+    return int(match.group(1)) if match else None
+
+
 def counts_as_integers(frame: Any) -> Any:
     """Counts stay integers in the tables even when a missing row makes pandas use floats."""
-    for column in ("n", "train n", "levels", "seeds"):
+    for column in ("n", "train n", "levels", "seeds", "count"):
         if column in frame.columns:
             frame[column] = frame[column].astype("Int64")
     return frame
@@ -453,6 +465,11 @@ def build_report(root: str | Path) -> dict:
             if len(relations):
                 caption = "Per relation: " + table.get("title", "")
                 paths += write(relations, f"{table['name']}_per_relation", caption)
+        if table.get("per_count"):  # counting: accuracy by the true count (the row's solution)
+            counts = per_relation_table(root, table, by_count=True)
+            if len(counts):
+                caption = "Per true count: " + table.get("title", "")
+                paths += write(counts, f"{table['name']}_per_count", caption)
         for plot in table.get("plots", []):
             paths.append(draw(frame, plot, root / "plots", table.get("title", "")))
         written += [str(p.relative_to(root)) for p in paths]
@@ -491,7 +508,8 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
     seeds = seed_columns(frame)
     data = data[data["status"].isin(["ok", "partial"] if seeds else ["ok"])]
     png = out / plot["file"]
-    reference, label = 0.5, "chance"
+    # a dotted line at chance (0.5: true/false claims); ``chance: false`` where chance is not 0.5
+    reference, label = (0.5, "chance") if plot.get("chance", True) else (None, "")
     if plot.get("reference"):  # e.g. the base model's accuracy instead of chance
         match = frame[[_matches(r, plot["reference"]) for r in frame.to_dict("records")]]
         if len(match) and match["accuracy"].notna().all():
@@ -536,7 +554,13 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
 
 
 def draw_seeded(
-    data: Any, plot: dict, png: Path, title: str, seeds: list[str], reference: float, label: str
+    data: Any,
+    plot: dict,
+    png: Path,
+    title: str,
+    seeds: list[str],
+    reference: float | None,
+    label: str,
 ) -> Path:
     """A seeded table's plot: every seed as a dot on its condition's mean (report/seed_plots)."""
     from vqa_r1.report.seed_plots import plot_seeded_bars, plot_seeded_trend

@@ -1,0 +1,176 @@
+"""R1-V's counting-generalisation study: does GRPO on counting carry out of distribution better
+than chain-of-thought SFT?
+
+R1-V trained Qwen2-VL-2B with GRPO on CLEVR-CoGenT condition A and reported that it generalises
+to condition B and to SuperCLEVR better than SFT. Here the scenes are data/counting.py's
+CLEVR-CoGenT-style stand-in, made once per setting at submission: condition A's ``train`` split
+trains every model, its ``test`` split is the in-distribution test, ``test_b`` (condition B:
+the shape-colour pairing swapped, 7-10 objects instead of 3-6) the out-of-distribution one, and a
+SuperCLEVR counting folder (``experiment.superclevr``) a third when given. The rows
+(``experiment.rows``): the base model, CoT SFT (the scenes' ``reasoning`` in <think>), GRPO
+(the ``count`` reward and the recipe's other rewards, its format reward) and optionally SFT then
+GRPO. The tests: each trained model against the base model and GRPO against SFT on each set
+(R1-V's claim is the one on test_b), two-proportion tests; accuracy by the true count beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vqa_r1.errors import UserError
+from vqa_r1.experiments.builder import Builder
+
+GRPO_ROWS = ("grpo", "sft+grpo")
+
+
+def counting_spec(spec):
+    """The data/counting.py settings of an experiment spec (its cache key)."""
+    from vqa_r1.data.counting import CountingSpec
+
+    splits = {
+        "train": ["A", spec.counting_train],
+        "validation": ["A", spec.counting_validation],
+        "test": ["A", spec.counting_test],
+        "test_b": ["B", spec.counting_test_b],
+    }
+    try:
+        return CountingSpec(
+            splits=splits, seed=spec.counting_seed, image_size=spec.counting_image_size
+        )
+    except ValueError as e:
+        raise UserError(f"experiment: counting scenes: {e}") from None
+
+
+def counting_data(b: Builder) -> str:
+    """The counting scenes' folder, generated at submission into its cache (keyed by the
+    settings); a dry run only names it."""
+    from vqa_r1.data.counting import counting_dataset_dir, counting_target
+
+    settings = counting_spec(b.spec)
+    what = (
+        f"counting scenes (A: train {b.spec.counting_train}, validation "
+        f"{b.spec.counting_validation}, test {b.spec.counting_test}; B: test_b "
+        f"{b.spec.counting_test_b}; seed {b.spec.counting_seed}, {b.spec.counting_image_size} px)"
+    )
+    if b.job.dry_run:
+        folder = counting_target(settings)
+        when = "cached" if (folder / "hf").exists() else "generated at submission"
+        b.notes.append(f"{what}: {folder} ({when})")
+        return str(folder)
+    folder = counting_dataset_dir(settings)
+    b.notes.append(f"{what}: {folder}")
+    return str(folder)
+
+
+def superclevr_folder(b: Builder) -> str | None:
+    """``experiment.superclevr`` checked now, in one line: a SuperCLEVR counting release (or a
+    folder saved from one); None when empty."""
+    from vqa_r1.data import formats
+    from vqa_r1.data.formats import superclevr
+
+    if not b.spec.superclevr:
+        return None
+    folder = Path(b.spec.superclevr).expanduser().resolve()
+    if not folder.is_dir():
+        raise UserError(f"experiment.superclevr: {folder} is not a folder")
+    if not (superclevr.detect(folder) or formats.is_saved_dataset(folder)):
+        raise UserError(
+            f"experiment.superclevr: {folder} is not a SuperCLEVR counting folder ({superclevr.NEEDS}"
+            f": {superclevr.LAYOUT})"
+        )
+    b.notes.append(f"SuperCLEVR: {formats.describe(folder)}")
+    return str(folder)
+
+
+def grpo_rewards(b: Builder) -> list[str]:
+    """The recipe's GRPO rewards with its answer accuracy replaced by the ``count`` reward (its
+    format reward and weights kept)."""
+    funcs = b.config("grpo").train.reward_funcs
+    counted = ["count" if f == "accuracy" else f for f in funcs]
+    if "count" not in counted:
+        counted = ["count", *counted]
+        weights = b.config("grpo").train.reward_weights
+        if weights is not None:
+            return [
+                f"train.reward_funcs=[{','.join(counted)}]",
+                f"train.reward_weights=[{','.join(map(str, [1.0, *weights]))}]",
+            ]
+    return [f"train.reward_funcs=[{','.join(counted)}]"]
+
+
+def plan(b: Builder) -> None:
+    spec = b.spec
+    superclevr = superclevr_folder(b)  # a bad folder is refused before the scenes are made
+    data = counting_data(b)
+    sets = {"A": (data, spec.eval_split), "B": (data, "test_b")}
+    if superclevr:
+        sets["SuperCLEVR"] = (superclevr, "test")
+    trained = [row for row in spec.rows if row != "base"]
+    cot = ["data.with_reasoning=true"]
+    rewards = grpo_rewards(b) if any(r in GRPO_ROWS for r in trained) else []
+    runs: dict[tuple[str, int | None], object] = {}
+    for seed in b.seeds("sft") if trained else []:  # experiment.seeds: each chain once per seed
+        extra = b.seed_override(seed)
+        if "sft" in spec.rows or "sft+grpo" in spec.rows:
+            runs["sft", seed] = b.train(
+                b.seeded("runs/sft", seed), "sft", data, {"method": "sft"}, extra=[*cot, *extra]
+            )
+        if "grpo" in spec.rows:
+            runs["grpo", seed] = b.train(
+                b.seeded("runs/grpo", seed),
+                "grpo",
+                data,
+                {"method": "grpo"},
+                extra=[*rewards, *extra],
+            )
+        if "sft+grpo" in spec.rows:
+            sft = runs["sft", seed]
+            runs["sft+grpo", seed] = b.train(
+                b.seeded("runs/sft+grpo", seed),
+                "grpo",
+                data,
+                {"method": "sft+grpo"},
+                init_adapter=str(sft.run_dir / "final"),
+                after=(sft.name,),
+                extra=[*rewards, *extra],
+            )
+    rows = []
+    for row in spec.rows:
+        for where, (folder, split) in sets.items():
+            steps = {}
+            for seed in [None] if row == "base" else b.seeds("sft"):
+                name = b.seeded(f"eval/{row}-on-{where}", seed)
+                labels = {"method": row, "eval": where}
+                b.evaluate(
+                    name, folder, labels, runs.get((row, seed)), extra=[f"eval.split={split}"]
+                )
+                steps[seed] = name
+            rows.append(b.seed_row({"labels": {"method": row, "evaluated on": where}}, steps))
+    tests = []
+    if "base" in spec.rows:
+        tests.append({"kind": "versus", "match": ["evaluated on"], "reference": {"method": "base"}})
+    if "sft" in spec.rows and "grpo" in spec.rows:  # R1-V's claim: on B (and SuperCLEVR)
+        tests.append({"kind": "versus", "match": ["evaluated on"], "reference": {"method": "sft"}})
+    names = ", ".join(f"{w} ({s})" if w != "SuperCLEVR" else w for w, (_, s) in sets.items())
+    b.declare_table(
+        {
+            "name": "accuracy",
+            "title": f"Counting on {b.model}: accuracy trained on condition A, evaluated on "
+            f"{names}; sft is chain-of-thought SFT",
+            "rows": rows,
+            "per_count": True,
+            "tests": tests,
+            "plots": [
+                {
+                    "kind": "bars",
+                    "group": "evaluated on",
+                    "hue": "method",
+                    "chance": False,  # a count has no 0.5 chance line
+                    "file": "accuracy.png",
+                }
+            ],
+        }
+    )
+    grpo = [step.name for (name, _), step in runs.items() if name in GRPO_ROWS]
+    if grpo:
+        b.declare_plot({"kind": "rewards", "steps": grpo, "file": "plots/reward_curve.png"})

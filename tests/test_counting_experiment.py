@@ -1,0 +1,219 @@
+"""The counting experiment (R1-V's counting-generalisation study) without running a model: its
+plan, dry runs, the SuperCLEVR check, and the per-count table. The reduced real run is in
+tests/test_experiments_e2e.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_counting import superclevr_release
+
+from vqa_r1.cli.launch import main as launch_main
+from vqa_r1.errors import UserError
+from vqa_r1.experiments import plan_experiment
+from vqa_r1.experiments.spec import load_spec
+from vqa_r1.launch.plan import JobOptions
+from vqa_r1.metrics import two_proportion_p, two_sided
+from vqa_r1.report.experiment import build_report, build_table, per_relation_table
+
+DRY = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
+STEPS = [
+    "runs/sft",
+    "runs/grpo",
+    "eval/base-on-A",
+    "eval/base-on-B",
+    "eval/sft-on-A",
+    "eval/sft-on-B",
+    "eval/grpo-on-A",
+    "eval/grpo-on-B",
+    "tables",
+]
+
+
+def test_spec_defaults_are_sized_for_the_tiny_models():
+    spec = load_spec("counting")
+    assert spec.kind == "counting" and spec.rows == ["base", "sft", "grpo"]
+    assert (spec.counting_train, spec.counting_test, spec.counting_test_b) == (400, 200, 200)
+    assert spec.superclevr == ""
+    with pytest.raises(UserError, match="counting_test"):
+        load_spec("counting", ["counting_test=0"])
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-vl-3b", "tiny-qwen2.5-vl-pretrained"])
+def test_dry_run_prints_the_whole_chain_and_writes_nothing(model, tmp_path, capsys):
+    out = tmp_path / "counting"
+    args = ["experiment", "counting", "--model", model, "--dry-run", "--output-dir", str(out)]
+    if model == "qwen2.5-vl-3b":
+        args += ["--cluster", "study-12h"]
+    assert launch_main(args) == 0
+    text = capsys.readouterr().out
+    assert [line.removeprefix("# ---- step ").removesuffix(" ----") for line in text.splitlines()
+            if line.startswith("# ---- step ")] == STEPS  # fmt: skip
+    assert "# data: counting scenes (A: train 400, validation 40, test 200; B: test_b 200" in text
+    assert "(generated at submission)" in text
+    assert "#   eval/grpo-on-B (evaluate) after runs/grpo" in text
+    assert "#   tables (tables) after all other steps (afterany)" in text
+    if model == "qwen2.5-vl-3b":
+        assert text.count("#SBATCH --gres=gpu:a100:") == len(STEPS) - 1
+        assert text.count("--dependency='afterany:") == 1
+    assert not out.exists(), "a dry run writes nothing"
+    folder = text.split("# data: counting scenes")[1].split(": ", 1)[1].split(" (")[0]
+    assert not Path(folder).exists(), "the scenes are made at submission, not by a dry run"
+
+
+def _by_name(b) -> dict:
+    return {s.name: s for s in b.steps}
+
+
+def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
+    b = plan_experiment("counting", "qwen2.5-vl-3b", [], str(tmp_path / "exp"), DRY)
+    steps = _by_name(b)
+    assert [s.name for s in b.steps] == STEPS
+    data = steps["runs/sft"].info["settings"]["data.dataset"]
+    assert "counting-" in Path(data).name
+    assert steps["runs/sft"].info["settings"]["data.with_reasoning"] is True
+    grpo = steps["runs/grpo"].info["settings"]
+    assert grpo["train.reward_funcs"] == ["count", "format"] and grpo["data.dataset"] == data
+    for row in ("base", "sft", "grpo"):
+        assert steps[f"eval/{row}-on-A"].info["settings"]["eval.split"] == "test"
+        assert steps[f"eval/{row}-on-B"].info["settings"]["eval.split"] == "test_b"
+        assert steps[f"eval/{row}-on-B"].info["settings"]["data.dataset"] == data
+    assert steps["eval/grpo-on-B"].after == ["runs/grpo"]
+    assert steps["eval/base-on-A"].after == []
+    table = b.tables[0]
+    assert table["per_count"] is True
+    assert [r["labels"] for r in table["rows"]][:2] == [
+        {"method": "base", "evaluated on": "A"},
+        {"method": "base", "evaluated on": "B"},
+    ]
+    assert [t["reference"] for t in table["tests"]] == [{"method": "base"}, {"method": "sft"}]
+    assert all(t["match"] == ["evaluated on"] for t in table["tests"])
+    assert b.plots == [
+        {"kind": "rewards", "steps": ["runs/grpo"], "file": "plots/reward_curve.png"}
+    ]
+
+
+def test_other_scene_settings_are_another_cached_folder(tmp_path):
+    def dataset(overrides):
+        b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "e"), DRY)
+        return _by_name(b)["runs/sft"].info["settings"]["data.dataset"]
+
+    same = dataset([])
+    assert dataset([]) == same
+    assert dataset(["experiment.counting_train=50"]) != same
+    assert dataset(["experiment.counting_seed=1"]) != same
+
+
+def test_seeds_and_sft_then_grpo(tmp_path):
+    overrides = ["experiment.seeds=2", "experiment.rows=base,sft,grpo,sft+grpo"]
+    b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
+    steps = _by_name(b)
+    assert "eval/base-on-B" in steps and "eval/base-on-B/seed-42" not in steps  # base: once
+    for seed in (42, 43):
+        chained = steps[f"runs/sft+grpo/seed-{seed}"]
+        assert chained.after == [f"runs/sft/seed-{seed}"]
+        assert chained.info["settings"]["init_adapter"] == str(
+            tmp_path / "exp" / f"runs/sft/seed-{seed}/final"
+        )
+        assert chained.info["settings"]["train.seed"] == seed
+        assert f"eval/sft+grpo-on-B/seed-{seed}" in steps
+    rows = {tuple(r["labels"].values()): r for r in b.tables[0]["rows"]}
+    assert [s["step"] for s in rows["grpo", "B"]["seeds"]] == [
+        "eval/grpo-on-B/seed-42",
+        "eval/grpo-on-B/seed-43",
+    ]
+    assert b.plots[0]["steps"] == [
+        "runs/grpo/seed-42",
+        "runs/sft+grpo/seed-42",
+        "runs/grpo/seed-43",
+        "runs/sft+grpo/seed-43",
+    ]
+
+
+def test_superclevr_folder_is_a_third_evaluation_set(tmp_path):
+    folder = superclevr_release(tmp_path / "superclevr")
+    overrides = [f"experiment.superclevr={folder}"]
+    b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
+    steps = _by_name(b)
+    for row in ("base", "sft", "grpo"):
+        settings = steps[f"eval/{row}-on-SuperCLEVR"].info["settings"]
+        assert (settings["data.dataset"], settings["eval.split"]) == (str(folder), "test")
+    assert len(b.steps) == len(STEPS) + 3
+    assert any(note.startswith("SuperCLEVR: ") for note in b.notes)
+
+
+@pytest.mark.parametrize("what", ["missing", "empty", "file"])
+def test_a_bad_superclevr_folder_is_one_line_before_anything_is_queued(what, tmp_path):
+    bad = tmp_path / "bad"
+    if what == "empty":
+        bad.mkdir()
+    elif what == "file":
+        bad.write_text("x")
+    root = tmp_path / "exp"
+    job = JobOptions(executor="local")
+    with pytest.raises(UserError, match="experiment.superclevr: ") as error:
+        plan_experiment(
+            "counting", "tiny-qwen2.5-vl", [f"experiment.superclevr={bad}"], str(root), job
+        )
+    assert "\n" not in str(error.value)
+    assert not (root / "experiment.json").exists() and not (root / "runs").exists()
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def _scores(folder: Path, per_count: dict[int, tuple[int, int]]) -> None:
+    from vqa_r1.metrics import wilson_interval
+
+    correct = sum(c for c, _ in per_count.values())
+    n = sum(m for _, m in per_count.values())
+    folder.mkdir(parents=True, exist_ok=True)
+    scores = {
+        "accuracy": correct / n,
+        "accuracy_ci_95": list(wilson_interval(correct, n)),
+        "f1_weighted": correct / n,
+        "n": n,
+        "correct": correct,
+        "per_relation": {
+            f"count {k}": {"n": m, "accuracy": c / m} for k, (c, m) in per_count.items()
+        },
+    }
+    (folder / "scores.json").write_text(json.dumps(scores))
+
+
+def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
+    b = plan_experiment("counting", "qwen2.5-vl-3b", [], str(tmp_path / "plan"), DRY)
+    table = b.tables[0]
+    (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
+    results = {
+        ("base", "A"): {3: (10, 50), 6: (5, 50)},
+        ("base", "B"): {7: (2, 50), 10: (0, 50)},
+        ("sft", "A"): {3: (40, 50), 6: (30, 50)},
+        ("sft", "B"): {7: (5, 50), 10: (1, 50)},
+        ("grpo", "A"): {3: (42, 50), 6: (28, 50)},
+        ("grpo", "B"): {7: (12, 50), 10: (6, 50)},
+    }
+    for (row, where), per_count in results.items():
+        _scores(tmp_path / "eval" / f"{row}-on-{where}", per_count)
+    frame, _ = build_table(tmp_path, table)
+    rows = {(r["method"], r["evaluated on"]): r for r in frame.to_dict("records")}
+    claim = "p vs method=sft (same evaluated on)"
+    assert rows["grpo", "B"][claim] == pytest.approx(two_sided(two_proportion_p(18, 100, 6, 100)))
+    assert rows["sft", "A"]["p vs method=base (same evaluated on)"] == pytest.approx(
+        two_sided(two_proportion_p(70, 100, 15, 100))
+    )
+    assert rows["grpo", "B"]["ci_low"] < 0.18 < rows["grpo", "B"]["ci_high"]  # Wilson
+    counts = per_relation_table(tmp_path, table, by_count=True)
+    grpo_b = counts[(counts["method"] == "grpo") & (counts["evaluated on"] == "B")]
+    assert list(grpo_b["count"]) == [7, 10]  # numeric order, not "count 10" < "count 7"
+    assert list(grpo_b["accuracy"]) == pytest.approx([0.24, 0.12])
+    assert "relation" not in counts.columns
+    written = build_report(tmp_path)["written"]
+    assert {"tables/accuracy.md", "tables/accuracy_per_count.md", "plots/accuracy.png"} <= set(
+        written
+    )
+    assert "tables/accuracy_per_relation.md" not in written
+    text = (tmp_path / "tables/accuracy_per_count.md").read_text()
+    assert "| grpo | B | 7 | 50 | 0.240 |" in text and "| grpo | B | 10 | 50 | 0.120 |" in text
