@@ -217,3 +217,57 @@ def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
     assert "tables/accuracy_per_relation.md" not in written
     text = (tmp_path / "tables/accuracy_per_count.md").read_text()
     assert "| grpo | B | 7 | 50 | 0.240 |" in text and "| grpo | B | 10 | 50 | 0.120 |" in text
+
+
+# ------------------------------------------------------------------------------- a real run
+
+
+@pytest.mark.slow
+def test_reduced_counting_run_lands_as_tables(tmp_path):
+    """The whole chain on the pretrained tiny model, at the smallest sizes (about 1.5 minutes on
+    2 cores): every step completes, the tables hold each row, both tests and the per-count table.
+    The tiny model was never trained on counting: its accuracy here is no result."""
+    from test_experiments_e2e import MODEL, experiment, states
+
+    root = tmp_path / "counting"
+    experiment(
+        "counting", "--model", MODEL, "--output-dir", str(root),
+        "--set", "experiment.counting_train=16",
+        "--set", "experiment.counting_validation=2",
+        "--set", "experiment.counting_test=8",
+        "--set", "experiment.counting_test_b=8",
+        "--set", "sft:train.max_steps=2",
+        "--set", "grpo:train.max_steps=1",
+        "--set", "grpo:train.per_device_train_batch_size=8",
+        "--set", "evaluate:eval.max_new_tokens=32",
+    )  # fmt: skip
+    assert set(states(root).values()) == {"COMPLETED"} and len(states(root)) == len(STEPS)
+    grpo = (root / "runs/grpo/config.yaml").read_text()
+    assert "reward_funcs:\n  - count\n  - format" in grpo or "reward_funcs: [count, format]" in grpo
+    table = (root / "tables/accuracy.md").read_text()
+    for method in ("base", "sft", "grpo"):
+        for where in ("A", "B"):
+            assert f"| {method} | {where} | 8 |" in table
+    assert "missing" not in table
+    assert "p vs method=base (same evaluated on)" in table
+    assert "p vs method=sft (same evaluated on)" in table  # R1-V's claim, on B
+    csv = (root / "tables/accuracy.csv").read_text().splitlines()
+    claim = csv[0].split(",").index("p vs method=sft (same evaluated on)")
+    grpo_b = next(line.split(",") for line in csv if line.startswith("grpo,B,"))
+    assert 0.0 <= float(grpo_b[claim]) <= 1.0
+    counts = (root / "tables/accuracy_per_count.md").read_text()
+    assert "| method | evaluated on | count | n |" in counts
+    b_counts = [
+        int(line.split("|")[3]) for line in counts.splitlines() if line.startswith("| grpo | B |")
+    ]
+    assert (
+        b_counts == sorted(b_counts)
+        and sum(
+            int(line.split("|")[4])
+            for line in counts.splitlines()
+            if line.startswith("| grpo | B |")
+        )
+        == 8
+    )
+    assert (root / "plots/accuracy.png").stat().st_size > 5000
+    assert (root / "plots/reward_curve.png").exists()
