@@ -26,13 +26,13 @@ EXPECTED_STEPS = {
     "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
     "prompt-tuning": 5,  # base and prompt-tuned in each of 2 modes, tables
     "counting": 9,  # sft, grpo, 3 rows x 2 evaluation sets (A, B), tables
+    "cryptogram": 8,  # sft, grpo gated and ungated, 4 evaluations (base and each), tables
 }
 
 
 def test_every_declared_spec_loads():
-    assert {"demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning", "counting"} == set(
-        list_specs()
-    )
+    declared = {"demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning", "counting"}
+    assert declared | {"cryptogram"} == set(list_specs())
     assert load_spec("demo").rows == ["base", "sft", "grpo", "sft+grpo"]
     spec = load_spec("text-bias")
     assert spec.bias_levels == ["none", "0.627", "0.69", "0.997"]  # the study's levels

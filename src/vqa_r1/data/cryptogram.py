@@ -431,3 +431,23 @@ def write_dataset(
         meta = {"kind": "cryptogram", **spec_dict(spec)}
         (tmp / "dataset_info.json").write_text(json.dumps(meta, indent=2))
     return out_dir
+
+
+def cryptogram_target(spec: CryptogramSpec, root: Path | None = None) -> Path:
+    """The cache folder of a spec (its settings hashed), generating nothing (dry runs name it)."""
+    import hashlib
+
+    from vqa_r1.paths import cache_root
+
+    key = json.dumps([spec_dict(spec), 1], sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return (root or cache_root() / "data") / f"cryptogram-{digest}"
+
+
+def cryptogram_dataset_dir(spec: CryptogramSpec, root: Path | None = None) -> Path:
+    """The cryptogram dataset of ``spec``, generated once into its cache folder (written into a
+    temporary folder and renamed into place: a folder that exists is whole)."""
+    target = cryptogram_target(spec, root)
+    if not (target / "hf").exists():
+        write_dataset(target, spec)
+    return target

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from vqa_r1 import output_dir as folders
 from vqa_r1.errors import UserError
-from vqa_r1.experiments import counting, demo, drivingvqa, prompt_tuning, sim2real, text_bias
+from vqa_r1.experiments import (
+    counting,
+    cryptogram,
+    demo,
+    drivingvqa,
+    prompt_tuning,
+    sim2real,
+    text_bias,
+)
 from vqa_r1.experiments.builder import Builder, split_overrides
 from vqa_r1.experiments.spec import list_specs, load_spec
 from vqa_r1.io import atomic_write_json
@@ -31,6 +39,7 @@ PLANNERS = {
     "drivingvqa": drivingvqa.plan,
     "prompt-tuning": prompt_tuning.plan,
     "counting": counting.plan,
+    "cryptogram": cryptogram.plan,
 }
 
 __all__ = ["list_specs", "plan_experiment", "run_experiment"]

@@ -15,7 +15,9 @@ from vqa_r1.errors import UserError
 from vqa_r1.typed_config import build, load_mapping, option, parse_overrides
 
 SPEC_DIR = Path(__file__).parent / "specs"
-Kind = Literal["demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning", "counting"]
+Kind = Literal[
+    "demo", "text-bias", "sim2real", "drivingvqa", "prompt-tuning", "counting", "cryptogram"
+]
 DEMO_ROWS = ("base", "sft", "grpo", "sft+grpo")
 
 
@@ -107,6 +109,47 @@ class ExperimentSpec:
         "is also evaluated on; empty: none",
     )
     # ---- end of counting
+    # ---- cryptogram (experiments/cryptogram.py): the visual cryptograms of data/cryptogram.py;
+    # the defaults are sized for the tiny CPU models (few letters, short words, small images)
+    cryptogram_alphabet: str = option(
+        "abcdef", help="cryptogram: the letters a decoder maps (each example a new bijection)"
+    )
+    cryptogram_words: str = option(
+        "letters",
+        help="cryptogram: 'letters' (random strings over the alphabet), 'builtin' (a short "
+        "English list; needs an alphabet that spells its words) or a word file, one a line",
+    )
+    cryptogram_word_counts: list[int] = option(
+        default_factory=lambda: [1, 2],
+        help="cryptogram: words per message, each an equal share of every split (r1_vlm: 1,2,3)",
+    )
+    cryptogram_word_lengths: list[int] = option(
+        default_factory=lambda: [2, 3], help="cryptogram: letters per word, min,max"
+    )
+    cryptogram_image_size: int = option(
+        96, help="cryptogram: decoder image side in pixels", minimum=48
+    )
+    cryptogram_train: int = option(
+        400, help="cryptogram: messages in the train split (SFT and GRPO)", minimum=1
+    )
+    cryptogram_validation: int = option(
+        40, help="cryptogram: messages in the validation split", minimum=1
+    )
+    cryptogram_test: int = option(
+        200, help="cryptogram: held-out messages in the test split (every model)", minimum=1
+    )
+    cryptogram_seed: int = option(0, help="cryptogram: the dataset's seed")
+    cryptogram_order: Literal["curriculum", "shuffled"] = option(
+        "curriculum",
+        help="cryptogram: train rows ordered by word count (curriculum; the runs keep the order: "
+        "the spec's settings turn the trainers' shuffling off) or mixed",
+    )
+    cryptogram_grpo_from: Literal["base", "sft"] = option(
+        "sft",
+        help="cryptogram: where both GRPO runs start: the base model (r1_vlm) or the SFT run "
+        "(a model that never wrote <chars> earns no reward to learn from)",
+    )
+    # ---- end of cryptogram
     seeds: int = option(
         1,
         help="training runs per condition, with train.seed = the recipe's seed, +1, ... (each "
