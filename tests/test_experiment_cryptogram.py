@@ -267,3 +267,23 @@ def test_a_reduced_run_lands_its_tables_and_reward_curves(tmp_path):
     per = (root / "tables/accuracy_per_relation.md").read_text()
     assert "| sft+grpo | ungated | 2 words | 4 |" in per
     assert (root / "plots/reward_curves.png").stat().st_size > 5000
+
+
+def test_seeded_tables_reread_each_item_by_the_cryptogram_rule(tmp_path):
+    """With seeds the tests re-read every item from generated_responses.json (the bootstrap):
+    cryptogram records by the exact-message rule, agreeing with each scores.json."""
+    b = _plan(tmp_path, "experiment.seeds=2")
+    declare(b)
+    root = b.root
+    _evaluation(root / "eval/base", 4)
+    for name, right in (("sft", (10, 12)), ("grpo-gated", (18, 16)), ("grpo-ungated", (6, 8))):
+        for seed, k in zip((42, 43), right, strict=True):
+            _evaluation(root / "eval" / name / f"seed-{seed}", k)
+    written = build_report(root)
+    assert written["missing_rows"] == 0
+    with open(root / "tables/accuracy.csv", newline="") as fh:
+        rows = {(r["model"], r["rewards"]): r for r in csv.DictReader(fh)}
+    gated = rows["sft+grpo", "gated"]
+    assert float(gated["accuracy"]) == pytest.approx(0.85)  # (18 + 16) / 40
+    assert float(gated["p vs rewards=ungated (same model)"]) < 0.05
+    assert float(gated["diff vs model=base"]) == pytest.approx(0.85 - 0.2)

@@ -167,6 +167,16 @@ def _item_matrix(evaluations: list[tuple[Path, dict]]) -> Any:
                 and extract_choices(r["predicted_response"]) == extract_choices(r["true_response"])
                 for r in records
             ]
+        elif scores.get("answer_type") == "cryptogram":  # the exact message, the rewards' rule
+            from vqa_r1.rewards.cryptogram import correct_score, message_of
+
+            flags = [
+                correct_score(
+                    str(r["predicted_response"]), message_of(r["true_response"], None), None, False
+                )
+                == 1.0
+                for r in records
+            ]
         else:
             flags = []
             for r in records:
