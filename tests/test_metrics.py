@@ -13,6 +13,9 @@ def test_wilson_known_values():
     lo, hi = wilson_interval(0, 10)
     assert lo == 0.0 and 0.25 < hi < 0.35  # unlike Wald, not a zero-width interval
     assert wilson_interval(0, 0) == (0.0, 0.0)
+    # all wrong / all right: the bound is exactly 0 / 1 (rounding gave 5.55e-17 at some n)
+    assert all(wilson_interval(0, n)[0] == 0.0 for n in range(1, 1000))
+    assert all(wilson_interval(n, n)[1] == 1.0 for n in range(1, 1000))
 
 
 def test_weighted_prf_hand_computed():

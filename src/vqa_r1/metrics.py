@@ -20,7 +20,10 @@ def wilson_interval(correct: int, total: int, z: float = 1.959963984540054) -> t
     denom = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denom
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # exact at the ends (centre - half is 0 there only up to rounding: 5.55e-17 was printed)
+    low = 0.0 if correct == 0 else max(0.0, centre - half)
+    high = 1.0 if correct == total else min(1.0, centre + half)
+    return (low, high)
 
 
 def weighted_prf(references: Sequence[str], predictions: Sequence[str]) -> dict[str, float]:
