@@ -108,7 +108,7 @@ def test_plan_wires_rewards_order_data_and_tables(tmp_path):
         ("sft+grpo", "gated"),
         ("sft+grpo", "ungated"),
     ]
-    assert table["per_relation"] is True  # per number of words
+    assert table["per_words"] is True  # scores.json's per_relation, per number of words
     assert table["rows"][1]["from_files"]["char accuracy"] == [
         "eval/sft/scores.json",
         "char_accuracy",
@@ -212,8 +212,10 @@ def test_tables_from_fake_evaluations(tmp_path):
     assert "| sft+grpo | gated | 1.000 | 0.800 | 0.000 | 1.000 | 20 | 0.800 |" in table
     assert "p vs model=base" in table and "p vs rewards=ungated (same model)" in table
     assert "char accuracy" in table and "chars nearer code" in table
-    per = (root / "tables/accuracy_per_relation.md").read_text()
-    assert "| sft+grpo | gated | 1 word | 10 |" in per and "| base | - | 2 words | 10 |" in per
+    per = (root / "tables/accuracy_per_words.md").read_text()
+    assert "| words | n | accuracy | ci_low | ci_high | char accuracy |" in per
+    assert "| sft+grpo | gated | 1 | 10 | 0.800 |" in per and "| base | - | 2 | 10 |" in per
+    assert not (root / "tables/accuracy_per_relation.md").exists()
     assert (root / "plots/reward_curves.png").stat().st_size > 5000
     assert "plots/accuracy.png" in written["written"]
 
@@ -264,8 +266,8 @@ def test_a_reduced_run_lands_its_tables_and_reward_curves(tmp_path):
         ("sft+grpo", "ungated", "8", "ok"),
     ]
     assert rows[2]["p vs rewards=ungated (same model)"] != ""
-    per = (root / "tables/accuracy_per_relation.md").read_text()
-    assert "| sft+grpo | ungated | 2 words | 4 |" in per
+    per = (root / "tables/accuracy_per_words.md").read_text()
+    assert "| sft+grpo | ungated | 2 | 4 |" in per
     assert (root / "plots/reward_curves.png").stat().st_size > 5000
 
 

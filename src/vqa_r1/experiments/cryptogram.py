@@ -142,11 +142,9 @@ def plan(b: Builder) -> None:
             "title": f"Cryptograms on {b.model}: exact decoded message on the {spec.eval_split} "
             f"split (char accuracy: the <chars> block, 1 - normalised edit distance; accuracy with "
             "chars: the answer and every character right; chars nearer code: copies the gate "
-            "refuses); GRPO from "
-            + ("the SFT run" if from_sft else "the base model")
-            + "; per relation: per number of words",
+            "refuses); GRPO from " + ("the SFT run" if from_sft else "the base model"),
             "rows": rows,
-            "per_relation": True,
+            "per_words": True,  # scores.json's per_relation: "1 word", "2 words"
             "tests": [
                 {"kind": "versus", "reference": {"model": "base"}},
                 {"kind": "versus", "within": "model", "reference": {"rewards": "ungated"}},

@@ -378,10 +378,13 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
     return counts_as_integers(frame[ordered]), counts_as_integers(pd.DataFrame(tests))
 
 
-def per_relation_table(root: Path, table: dict, by_count: bool = False) -> Any:
+def per_relation_table(
+    root: Path, table: dict, by_count: bool = False, by_words: bool = False
+) -> Any:
     """Accuracy per relation of every row: where a bias or a domain shift bites. ``by_count``:
     per true count instead (counting rows' relation is "count N"; column ``count``, in numeric
-    order; other relations left out)."""
+    order; other relations left out). ``by_words``: per number of words (cryptogram rows'
+    relation is "1 word", "2 words"; column ``words``, with each group's ``char accuracy``)."""
     import pandas as pd
 
     from vqa_r1.metrics import wilson_interval
@@ -389,14 +392,16 @@ def per_relation_table(root: Path, table: dict, by_count: bool = False) -> Any:
     out = []
     rows = table_rows(root, table)
     seeded = any(r.get("_seeded") for r in rows)  # then one line per seed, its seed named
-    column = "count" if by_count else "relation"
+    column, number = ("count", count_of) if by_count else ("relation", None)
+    if by_words:
+        column, number = "words", words_of
     for row in rows:
         labels = {k: v for k, v in row.items() if k in table["rows"][0]["labels"]}
         per_seed = row["_per_relation"] if row.get("_seeded") else {"-": row["_per_relation"]}
         for seed, relations in per_seed.items():
             items = relations.items()
-            if by_count:
-                items = [(count_of(r), part) for r, part in items if count_of(r) is not None]
+            if number:
+                items = [(number(r), part) for r, part in items if number(r) is not None]
             for relation, part in sorted(items):
                 n = part.get("n") or 0
                 correct = round(part.get("accuracy", 0.0) * n)
@@ -410,6 +415,7 @@ def per_relation_table(root: Path, table: dict, by_count: bool = False) -> Any:
                         "accuracy": part.get("accuracy"),
                         "ci_low": low,
                         "ci_high": high,
+                        **({"char accuracy": part.get("char_accuracy")} if by_words else {}),
                     }
                 )
     return counts_as_integers(pd.DataFrame(out))
@@ -421,9 +427,15 @@ def count_of(relation: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def words_of(relation: str) -> int | None:
+    """The number of words of a cryptogram row's group ("2 words" -> 2), else None."""
+    match = re.fullmatch(r"(\d+) words?", str(relation))
+    return int(match.group(1)) if match else None
+
+
 def counts_as_integers(frame: Any) -> Any:
     """Counts stay integers in the tables even when a missing row makes pandas use floats."""
-    for column in ("n", "train n", "levels", "seeds", "count"):
+    for column in ("n", "train n", "levels", "seeds", "count", "words"):
         if column in frame.columns:
             frame[column] = frame[column].astype("Int64")
     return frame
@@ -480,6 +492,11 @@ def build_report(root: str | Path) -> dict:
             if len(counts):
                 caption = "Per true count: " + table.get("title", "")
                 paths += write(counts, f"{table['name']}_per_count", caption)
+        if table.get("per_words"):  # cryptograms: accuracy by the number of words
+            words = per_relation_table(root, table, by_words=True)
+            if len(words):
+                caption = "Per number of words: " + table.get("title", "")
+                paths += write(words, f"{table['name']}_per_words", caption)
         for plot in table.get("plots", []):
             paths.append(draw(frame, plot, root / "plots", table.get("title", "")))
         written += [str(p.relative_to(root)) for p in paths]
