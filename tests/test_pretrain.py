@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from vqa_r1.data.curriculum import (
+    DEFAULT_WEIGHTS,
     END_OF,
     SEED_OFFSET,
     TASKS,
@@ -33,7 +34,8 @@ SHIPPED = list(PRETRAINED.values())
 
 def test_curriculum_covers_every_task_and_never_the_demo_task():
     examples = generate_examples(3000, CurriculumConfig(seed=5), REASONING_INSTRUCTION)
-    assert set(Counter(e.task for e in examples)) == set(TASKS)
+    # every task of the shipped curriculum; count and cell are off unless weights name them
+    assert set(Counter(e.task for e in examples)) == set(DEFAULT_WEIGHTS) < set(TASKS)
     relation_claim = re.compile(r"The \w+ \w+ is (left of|right of|above|below) the \w+ \w+\.")
     for e in examples:
         assert e.target.startswith("<think> ") and e.target.endswith(" </answer>")
@@ -271,7 +273,7 @@ def test_local_pretrain_job_writes_a_model_with_its_card(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     record = json.loads((out / "pretrain.json").read_text())
     assert record["complete"] and record["global_step"] == 6
-    assert set(record["readout"]) == set(TASKS)
+    assert list(record["readout"]) == list(DEFAULT_WEIGHTS)
     card = (out / "README.md").read_text()
     assert "--set max_steps=6" in card and "--family smolvlm" in card
     assert (out / "model.safetensors").exists() and (out / "loss_curve.png").exists()

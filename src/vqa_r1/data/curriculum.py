@@ -27,6 +27,24 @@ two are the same, a comparison of two tokens side by side).
 - ``text_claim``: check a spatial claim against a layout given *in the text*, with no image: the
   reasoning restates the layout, the answer follows from it.
 
+Two more tasks are off in the default weights (the shipped models never saw them, and their cards'
+commands still make the same rows, pinned in tests/test_pretrain.py); ``weights`` turns them on
+for a re-pretraining, as general skills the counting and cryptogram experiments can build on
+without ever training on those experiments' tasks or scenes:
+
+- ``count``: how many objects a scene holds. The reasoning lists them in the learnable direction,
+  position -> colour, then says the number (``left to right: red, blue, green. 3 objects.``).
+  Scenes come from this module's own generator and seeds, in this module's palette and shapes
+  (circles, squares, triangles), never the counting study's (data/counting.py: CLEVR's colours,
+  cubes, spheres, cylinders), and hold 1 to 6 objects: the counting study's out-of-distribution
+  condition B (7-10 objects) stays unseen, while its training condition A (3-6) is covered. The
+  questions are worded unlike the study's "How many ... are there?".
+- ``cell``: read one cell of a small table of letter pairs drawn here (keys in the top row with
+  their letters under them, or in the left column with their letters next to them): "What is
+  written under q?". The reasoning reads the table in order, then restates the cell
+  (``q -> d, x -> k, b -> n. q -> d.``). A table is never a cryptogram decoder (data/cryptogram.py
+  maps an alphabet onto itself; these tables never do), and no coded message is ever shown.
+
 The demo's task (a claim relating two objects of an image, no layout in the text) is never trained
 here: the model must compose "describe the image's layout" with "check a relation claim against a
 layout", which is what SFT and GRPO then teach. Scenes come from seeds disjoint from every split
@@ -35,10 +53,14 @@ the demo and tests use, and each scene's fingerprint (objects and boxes) is chec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from PIL import Image, ImageDraw, ImageFont
 
 from vqa_r1.data.synthetic import (
     COLORS,
@@ -55,7 +77,21 @@ GENERAL_INSTRUCTION = (
     "First think about the question in <think> </think> tags, "
     "then give the final answer in <answer> </answer> tags."
 )
-TASKS = ("layout", "which", "verify", "text_claim")
+TASKS = ("layout", "which", "verify", "text_claim", "count", "cell")
+# the shipped models' curriculum; count and cell are off (a weight names them to turn them on)
+DEFAULT_WEIGHTS = {"layout": 0.15, "which": 0.2, "verify": 0.25, "text_claim": 0.4}
+# count: objects per scene. At most 6 (one per colour, so a colour names an object) and never the
+# counting study's condition B (7-10), which stays out of distribution
+COUNT_RANGE = (1, 6)
+COUNT_QUESTIONS = (
+    "Count the objects in the image.",
+    "How many shapes does the image show?",
+    "What is the number of objects in this picture?",
+)
+# cell: pairs per table; the letters of its keys and of its values
+CELL_RANGE = (3, 5)
+CELL_LETTERS = string.ascii_lowercase
+CELL_QUESTIONS = {"under": "What is written under {key}?", "next": "What is written next to {key}?"}
 # Pretraining seeds live far above the demo's and tests' dataset seeds (seed * 1000 + split index,
 # with user seeds well below this offset).
 SEED_OFFSET = 7_000_000
@@ -70,9 +106,7 @@ class CurriculumConfig:
     """What the pretraining rows are made of. Weights are relative frequencies of the tasks."""
 
     seed: int = 0
-    weights: dict[str, float] = field(
-        default_factory=lambda: {"layout": 0.15, "which": 0.2, "verify": 0.25, "text_claim": 0.4}
-    )
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     # two objects of different colours, as in the demo's scenes; both axes must order them clearly
     scene: SceneConfig = field(
         default_factory=lambda: SceneConfig(
@@ -80,6 +114,17 @@ class CurriculumConfig:
         )
     )
     min_gap: float = 0.08  # minimum centre distance on each axis, as a fraction of the image size
+    # count: 1-6 objects of different colours, smaller so that six fit apart; drawn in ``scene``'s
+    # look (its size and background), only the objects differ; ordered clearly left to right
+    count_scene: SceneConfig = field(
+        default_factory=lambda: SceneConfig(
+            min_objects=COUNT_RANGE[0],
+            max_objects=COUNT_RANGE[1],
+            object_size=(12, 20),
+            background_style="ramp",
+            distinct_colors=True,
+        )
+    )
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(TASKS)
@@ -127,15 +172,44 @@ def rows_fingerprints(rows: Iterable[dict]) -> set[str]:
     return {fingerprint(zip(r["objects"], r["boxes"], strict=True)) for r in rows}
 
 
+def table_fingerprint(pairs: Iterable[tuple[str, str]]) -> str:
+    """A letter table's identity: its mapping, whatever the order of its cells (a cryptogram
+    decoder's mapping, ``decoder.items()``, gives the same fingerprint as a table with its pairs)."""
+    return fingerprint((f"{key}->{value}", ()) for key, value in sorted(pairs))
+
+
+@dataclass
+class Table:
+    """A small table of letter pairs: each key with its letter under it (``under``: keys in the
+    top row) or next to it (``next``: keys in the left column)."""
+
+    pairs: list[tuple[str, str]]
+    layout: str  # under | next
+
+    def to_json(self) -> dict:
+        return {"table": [list(p) for p in self.pairs], "layout": self.layout}
+
+
 @dataclass
 class Example:
     """One pretraining row before it meets a processor: image, question, instruction, target."""
 
     task: str
-    scene: Scene | None  # None: a text-only task
+    scene: Scene | None  # None: no scene (a text-only task, or a table)
     question: str
     instruction: str
     target: str
+    table: Table | None = None  # the cell task's image
+
+    @property
+    def has_image(self) -> bool:
+        return self.scene is not None or self.table is not None
+
+    def fingerprint(self) -> str | None:
+        """What the held-out check compares: the scene's, the table's, or None (text only)."""
+        if self.scene is not None:
+            return scene_fingerprint(self.scene)
+        return None if self.table is None else table_fingerprint(self.table.pairs)
 
 
 def _target(layout: str, answer: str) -> str:
@@ -162,23 +236,29 @@ def claim_reasoning(relation: str, subj: str, by_x: list[str], by_y: list[str]) 
     return f"{layout_text(by_x, by_y)} {colours}"
 
 
-def _scene(rng: random.Random, cfg: CurriculumConfig) -> Scene:
-    """A scene whose objects are clearly ordered on both axes (so its layout is unambiguous)."""
+def _scene(
+    rng: random.Random,
+    cfg: CurriculumConfig,
+    scene: SceneConfig | None = None,
+    axes: tuple[int, ...] = (0, 1),
+) -> Scene:
+    """A scene whose objects are clearly ordered on ``axes`` (so its layout is unambiguous)."""
 
-    gap = cfg.min_gap * cfg.scene.image_size
+    scene = scene or cfg.scene
+    gap = cfg.min_gap * scene.image_size
     while True:
-        objects = _place_objects(rng, cfg.scene)
-        if len(objects) < cfg.scene.min_objects:
+        objects = _place_objects(rng, scene)
+        if len(objects) < scene.min_objects:
             continue
         centres = [o.center for o in objects]
         clear = all(
             abs(a[axis] - b[axis]) >= gap
             for i, a in enumerate(centres)
             for b in centres[i + 1 :]
-            for axis in (0, 1)
+            for axis in axes
         )
         if clear:
-            return Scene(objects, "", 0, "", "", "", cfg.scene.image_size)
+            return Scene(objects, "", 0, "", "", "", scene.image_size)
 
 
 def make_example(
@@ -186,6 +266,10 @@ def make_example(
 ) -> Example:
     if task == "text_claim":
         return _text_claim(rng, claim_instruction)
+    if task == "count":
+        return _count(rng, cfg)
+    if task == "cell":
+        return _cell(rng)
     scene = _scene(rng, cfg)
     by_x, by_y = layout_of((o.name, o.box) for o in scene.objects)
     layout = layout_text(by_x, by_y)
@@ -221,6 +305,41 @@ def _verify(
     return Example("verify", scene, question, instruction, _target(reasoning, answer))
 
 
+def _count(rng: random.Random, cfg: CurriculumConfig) -> Example:
+    """How many objects: the reasoning names them left to right (position -> colour, what a tiny
+    model reads at once), then their number. The count is drawn first, so every count of
+    ``count_scene``'s range is about equally frequent."""
+    scene_cfg = cfg.count_scene
+    wanted = rng.randint(scene_cfg.min_objects, scene_cfg.max_objects)
+    exact = SceneConfig(**{**vars(scene_cfg), "min_objects": wanted, "max_objects": max(wanted, 2)})
+    scene = _scene(rng, cfg, exact, axes=(0,))
+    while len(scene.objects) != wanted:
+        scene = _scene(rng, cfg, exact, axes=(0,))
+    by_x, _ = layout_of((o.name, o.box) for o in scene.objects)
+    n = len(by_x)
+    reasoning = f"left to right: {', '.join(by_x)}. {n} object{'' if n == 1 else 's'}."
+    question = rng.choice(COUNT_QUESTIONS)
+    return Example("count", scene, question, GENERAL_INSTRUCTION, _target(reasoning, str(n)))
+
+
+def _cell(rng: random.Random) -> Example:
+    """One cell of a letter table: the reasoning reads every pair in order (left to right or top to
+    bottom), then restates the asked one. Keys are distinct, values distinct, no letter paired
+    with itself, and the values are never the keys themselves (a table is never an alphabet
+    mapped onto itself, which is what a cryptogram decoder is)."""
+    n = rng.randint(*CELL_RANGE)
+    while True:
+        keys = rng.sample(CELL_LETTERS, n)
+        values = rng.sample(CELL_LETTERS, n)
+        if set(keys) != set(values) and all(k != v for k, v in zip(keys, values, strict=True)):
+            break
+    table = Table(list(zip(keys, values, strict=True)), rng.choice(list(CELL_QUESTIONS)))
+    key, value = rng.choice(table.pairs)
+    question = CELL_QUESTIONS[table.layout].format(key=key)
+    reasoning = f"{', '.join(f'{k} -> {v}' for k, v in table.pairs)}. {key} -> {value}."
+    return Example("cell", None, question, GENERAL_INSTRUCTION, _target(reasoning, value), table)
+
+
 def _text_claim(rng: random.Random, instruction: str) -> Example:
     """A claim checked against a layout written in the question; no image."""
     a, b = rng.sample(list(COLORS), 2)
@@ -248,8 +367,8 @@ def _text_claim(rng: random.Random, instruction: str) -> Example:
 def generate_examples(
     n: int, cfg: CurriculumConfig, claim_instruction: str, exclude: Iterable[str] = frozenset()
 ) -> list[Example]:
-    """``n`` examples, deterministic from ``cfg.seed``; scenes whose fingerprint is in ``exclude``
-    (the held-out splits) are drawn again."""
+    """``n`` examples, deterministic from ``cfg.seed``; scenes (and tables) whose fingerprint is in
+    ``exclude`` (the held-out splits) are drawn again."""
     exclude = set(exclude)
     rng = random.Random(SEED_OFFSET + cfg.seed)
     tasks, weights = zip(*cfg.weights.items(), strict=True)
@@ -257,7 +376,7 @@ def generate_examples(
     while len(out) < n:
         task = rng.choices(tasks, weights)[0]
         example = make_example(task, rng, cfg, claim_instruction)
-        if example.scene is not None and scene_fingerprint(example.scene) in exclude:
+        if example.has_image and example.fingerprint() in exclude:
             continue
         out.append(example)
     return out
@@ -265,7 +384,52 @@ def generate_examples(
 
 def render(example: Example, cfg: SceneConfig):
     """The example's image, or None for a text-only task."""
+    if example.table is not None:
+        return draw_table(example.table, cfg.image_size)
     return None if example.scene is None else draw(example.scene, cfg)
+
+
+def image_payload(example: Example) -> list | dict:
+    """What an example's image is drawn from, as JSON: ``[[name, box], ...]`` for a scene (``[]``
+    for none), ``{"table": [[key, value], ...], "layout": ...}`` for a table."""
+    if example.table is not None:
+        return example.table.to_json()
+    return [] if example.scene is None else [[o.name, list(o.box)] for o in example.scene.objects]
+
+
+def render_payload(payload: list | dict, cfg: SceneConfig):
+    """Draw an ``image_payload``; None for a text-only example."""
+    if isinstance(payload, dict):
+        table = Table([tuple(p) for p in payload["table"]], payload["layout"])
+        return draw_table(table, cfg.image_size)
+    return render_scene(payload, cfg) if payload else None
+
+
+@functools.lru_cache(maxsize=8)
+def _font(size: int):
+    try:
+        return ImageFont.load_default(size=size)  # Pillow >= 10.1 with FreeType: scalable
+    except (TypeError, OSError):
+        return ImageFont.load_default()
+
+
+def draw_table(table: Table, size: int) -> Image.Image:
+    """A grid of two rows (``under``: keys on top) or two columns (``next``: keys on the left),
+    one cell per letter, keys black and their letters dark red, on white with grey lines."""
+    n = len(table.pairs)
+    image = Image.new("RGB", (size, size), (255, 255, 255))
+    pen = ImageDraw.Draw(image)
+    long_side, short_side = size / n, size / 2
+    font = _font(max(8, int(min(long_side, short_side) * 0.7)))
+    for index, (key, value) in enumerate(table.pairs):
+        for part, (letter, ink) in enumerate(((key, (0, 0, 0)), (value, (170, 20, 20)))):
+            if table.layout == "under":  # column ``index``, row ``part``
+                x0, y0, w, h = index * long_side, part * short_side, long_side, short_side
+            else:  # row ``index``, column ``part``
+                x0, y0, w, h = part * short_side, index * long_side, short_side, long_side
+            pen.rectangle((x0, y0, x0 + w, y0 + h), outline=(170, 170, 170))
+            pen.text((x0 + w / 2, y0 + h / 2), letter, fill=ink, font=font, anchor="mm")
+    return image
 
 
 def render_scene(objects: list, cfg: SceneConfig):
