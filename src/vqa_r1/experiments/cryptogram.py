@@ -131,7 +131,7 @@ def plan(b: Builder) -> None:
             b.evaluate(name, data, {"model": model, "rewards": rewards}, runs.get((run, seed)))
             steps[seed] = name
         row = b.seed_row({"labels": {"model": model, "rewards": rewards}}, steps)
-        if list(steps) == [None]:  # one evaluation: its other scores beside the accuracy
+        if spec.seeds == 1:  # single runs: each evaluation's other scores beside the accuracy
             row["from_files"] = {
                 column: [f"{steps[None]}/scores.json", key] for column, key in SCORE_COLUMNS.items()
             }
