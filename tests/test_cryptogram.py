@@ -231,3 +231,33 @@ def test_r1_vlm_release_is_read(tmp_path, layout):
         f"<think><chars> {c} </chars></think><answer>x</answer>" for c in columns["coded_message"]
     ]
     assert REWARDS["cryptogram_decoding"](completions=copies, **columns) == [0.0] * 6
+
+
+def test_data_cryptogram_command_writes_the_splits_as_typed(tmp_path, capsys):
+    from vqa_r1.cli import main
+
+    out = tmp_path / "crypt"
+    argv = ["data", "cryptogram", "--out", str(out), "--train", "6", "--validation", "2",
+            "--test", "3", "--alphabet", "abcdef", "--word-counts", "1,2",
+            "--word-lengths", "2,3", "--words", "letters", "--image-size", "96",
+            "--order", "curriculum", "--seed", "3"]  # fmt: skip
+    assert main(argv) == 0
+    train, test = load_split(out, "train"), load_split(out, "test")
+    assert len(train) == 6 and len(test) == 3 and len(load_split(out, "validation")) == 2
+    assert train["word_count"] == sorted(train["word_count"]) and set(train["word_count"]) == {1, 2}
+    assert set("".join(test["decoded_message"]).replace(" ", "")) <= set("abcdef")
+    assert Image.open(test[0]["image_path"]).size == (96, 96)
+    capsys.readouterr()
+    assert main(argv) == 0 and "nothing to do" in capsys.readouterr().out
+    argv[argv.index("--seed") + 1] = "4"
+    assert main(argv) == 2 and "other settings" in capsys.readouterr().err
+    # settings that cannot be drawn fail in one line before the folder is claimed
+    bad = tmp_path / "bad"
+    argv = ["data", "cryptogram", "--out", str(bad), "--train", "600", "--alphabet", "ab",
+            "--word-lengths", "2,2", "--words", "letters"]  # fmt: skip
+    assert main(argv) == 2 and not bad.exists()
+    assert "word list is too small" in capsys.readouterr().err
+    for flag, value in (("--word-counts", "1,x"), ("--word-lengths", "3"), ("--alphabet", "a")):
+        assert main(["data", "cryptogram", "--out", str(bad), flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: data cryptogram") and err.count("\n") == 1, err

@@ -1,4 +1,4 @@
-"""`vqa-r1 data generate|show|bias|counting`: write the synthetic dataset, inspect a dataset folder,
+"""`vqa-r1 data generate|show|bias|counting|cryptogram`: write the synthetic dataset, inspect a dataset folder,
 write a copy whose training split carries a chosen text or visual bias (vqa_r1.data.bias), or
 write the CLEVR-CoGenT-style counting stand-in (vqa_r1.data.counting)."""
 
@@ -70,6 +70,44 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         count.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
     count.add_argument("--seed", type=int, default=0)
     count.add_argument("--image-size", type=int, default=112, help="pixels per side")
+    crypt = sub.add_parser(
+        "cryptogram",
+        help="write visual cryptograms (a decoder image and a coded message per row; "
+        "train/validation/test, held-out messages never in train)",
+    )
+    crypt.add_argument(
+        "--out", required=True, help="output folder (new or empty; or this command's own)"
+    )
+    add_overwrite_argument(crypt, "--out")
+    for flag, n, what in (
+        ("--train", 3000, "training rows"),
+        ("--validation", 150, "validation rows"),
+        ("--test", 300, "test rows"),
+    ):
+        crypt.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
+    crypt.add_argument("--seed", type=int, default=0)
+    crypt.add_argument(
+        "--alphabet", default="abcdefghijklmnopqrstuvwxyz", help="letters the decoder maps"
+    )
+    crypt.add_argument(
+        "--word-counts", default="1,2,3", help="words per message, comma-separated (1,2,3)"
+    )
+    crypt.add_argument(
+        "--word-lengths", default="3,8", help="letters per word: min,max (inclusive)"
+    )
+    crypt.add_argument(
+        "--words",
+        default="builtin",
+        help="builtin (a short English list), letters (random strings over the alphabet) or a "
+        "text file with one word a line",
+    )
+    crypt.add_argument("--image-size", type=int, default=224, help="decoder image, pixels a side")
+    crypt.add_argument(
+        "--order",
+        choices=["curriculum", "shuffled"],
+        default="curriculum",
+        help="curriculum: training rows ordered by word count; shuffled: mixed",
+    )
     bias = sub.add_parser(
         "bias",
         help="write a dataset whose training split a text- or image-only classifier predicts "
@@ -126,13 +164,16 @@ def run(args: argparse.Namespace) -> int:
         return _bias(args)
     if args.data_cmd == "counting":
         return _counting(args)
+    if args.data_cmd == "cryptogram":
+        return _cryptogram(args)
     from vqa_r1.data.datasets import open_split
 
     # the loader --dataset goes through (open_split of a DataConfig), so 'synthetic' is accepted
     ds = open_split(data_config(args.path), args.split)
     print(ds)
     for row in ds.select(range(min(3, len(ds)))):
-        print({k: row[k] for k in ("caption", "label", "relation") if k in row})
+        shown = ("caption", "label", "relation", "solution", "coded_message", "decoded_message")
+        print({k: row[k] for k in shown if k in row})
     return 0
 
 
@@ -233,4 +274,48 @@ def _counting(args: argparse.Namespace) -> int:
     print(
         f"wrote {sum(sizes.values())} counting scenes ({', '.join(f'{k} {n}' for k, n in sizes.items())}) to {args.out}"
     )
+    return 0
+
+
+def _integers(flag: str, text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(
+            f"data cryptogram {flag}: expected integers like 1,2,3, got {text!r}"
+        ) from None
+
+
+def _cryptogram(args: argparse.Namespace) -> int:
+    from vqa_r1.data.cryptogram import CryptogramSpec, generate, spec_dict, write_dataset
+
+    sizes = {"train": args.train, "validation": args.validation, "test": args.test}
+    lengths = _integers("--word-lengths", args.word_lengths)
+    if len(lengths) != 2:
+        raise UserError(
+            f"data cryptogram --word-lengths: expected min,max, got {args.word_lengths!r}"
+        )
+    try:
+        spec = CryptogramSpec(
+            splits=sizes,
+            seed=args.seed,
+            alphabet=args.alphabet,
+            word_counts=tuple(_integers("--word-counts", args.word_counts)),
+            word_lengths=(lengths[0], lengths[1]),
+            words=args.words,
+            image_size=args.image_size,
+            order=args.order,
+        )
+        generate(spec)  # messages only (cheap): too few words fails before the folder is claimed
+    except (ValueError, OSError) as err:
+        raise UserError(f"data cryptogram: {err}") from None
+    settings = {"spec": spec_dict(spec)}
+    if make_way_or_complete(args.out, "data cryptogram", settings, args.overwrite, "--out"):
+        return 0
+    with output_dir.writing(args.out, "data cryptogram", settings, "--out"):
+        output_dir.remove_temporaries(args.out)
+        write_dataset(args.out, spec, carry=(output_dir.MARKER, output_dir.LOCK))
+        output_dir.mark_complete(args.out)
+    counts = ", ".join(f"{k} {n}" for k, n in sizes.items())
+    print(f"wrote {sum(sizes.values())} cryptograms ({counts}) to {args.out}")
     return 0
