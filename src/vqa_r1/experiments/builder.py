@@ -114,18 +114,26 @@ class Builder:
         return str(folder)
 
     def synthetic(self, data_config: Any, what: str) -> str:
-        if self.job.dry_run:  # the folder a launch would use (its configs must match a launch's)
-            from vqa_r1.data.datasets import synthetic_target
+        from vqa_r1.data.datasets import dataset_dir, synthetic_target
 
-            folder = synthetic_target(data_config)
+        return self.cached_dataset(
+            what, lambda: synthetic_target(data_config), lambda: dataset_dir(data_config)
+        )
+
+    def cached_dataset(
+        self, what: str, target: Callable[[], Path], make: Callable[[], Path]
+    ) -> str:
+        """A generated dataset kept in the cache under its settings: made at submission
+        (``make``, which reuses a cached copy); a dry run only names the folder a launch would
+        use (``target``: its configs must match a launch's) and whether it is there yet."""
+        if self.job.dry_run:
+            folder = target()
             when = "cached" if (folder / "hf").exists() else "generated at submission"
             self.notes.append(f"{what}: {folder} ({when})")
             return str(folder)
-        from vqa_r1.data.datasets import dataset_dir
-
-        folder = str(dataset_dir(data_config))
+        folder = make()
         self.notes.append(f"{what}: {folder}")
-        return folder
+        return str(folder)
 
     def measure_bias(self, source: str, kind: str) -> str:
         """The unbiased set's own bias (near 0.5, never exactly), measured like the biased ones'

@@ -52,14 +52,9 @@ def counting_data(b: Builder) -> str:
         f"{b.spec.counting_validation}, test {b.spec.counting_test}; B: test_b "
         f"{b.spec.counting_test_b}; seed {b.spec.counting_seed}, {b.spec.counting_image_size} px)"
     )
-    if b.job.dry_run:
-        folder = counting_target(settings)
-        when = "cached" if (folder / "hf").exists() else "generated at submission"
-        b.notes.append(f"{what}: {folder} ({when})")
-        return str(folder)
-    folder = counting_dataset_dir(settings)
-    b.notes.append(f"{what}: {folder}")
-    return str(folder)
+    return b.cached_dataset(
+        what, lambda: counting_target(settings), lambda: counting_dataset_dir(settings)
+    )
 
 
 def superclevr_folder(b: Builder) -> str | None:

@@ -84,14 +84,9 @@ def cryptogram_data(b: Builder) -> str:
         f"{'-'.join(map(str, s.cryptogram_word_lengths))} letters ({s.cryptogram_words}), "
         f"{s.cryptogram_image_size} px, seed {s.cryptogram_seed})"
     )
-    if b.job.dry_run:
-        folder = cryptogram_target(settings)
-        when = "cached" if (folder / "hf").exists() else "generated at submission"
-        b.notes.append(f"{what}: {folder} ({when})")
-        return str(folder)
-    folder = cryptogram_dataset_dir(settings)
-    b.notes.append(f"{what}: {folder}")
-    return str(folder)
+    return b.cached_dataset(
+        what, lambda: cryptogram_target(settings), lambda: cryptogram_dataset_dir(settings)
+    )
 
 
 def reward_overrides(kind: str) -> list[str]:
