@@ -214,6 +214,53 @@ class Builder:
         return {**row, "seeds": [{"seed": s, "step": step} for s, step in steps.items()]}
 
     # ------------------------------------------------------------------------- steps
+    def train_rows(
+        self,
+        rows: list[str],
+        dataset: str,
+        label: str,
+        sft_extra: list[str] | None = None,
+        grpo_extra: list[str] | None = None,
+    ) -> dict[tuple[str, int | None], Step]:
+        """The training runs of the rows ``sft``, ``grpo`` and ``sft+grpo`` named in ``rows``
+        (``label``: the table's column naming them), once per training seed: GRPO is a fresh
+        LoRA, SFT-then-GRPO continues the SFT adapter of the same seed and waits for it.
+        Returns ``(row, seed) -> step``; the SFT run is planned for ``sft+grpo`` alone too."""
+        runs: dict[tuple[str, int | None], Step] = {}
+        if not any(r in ("sft", "grpo", "sft+grpo") for r in rows):
+            return runs
+        sft_extra, grpo_extra = list(sft_extra or []), list(grpo_extra or [])
+        for seed in self.seeds("sft"):
+            extra = self.seed_override(seed)
+            if "sft" in rows or "sft+grpo" in rows:
+                runs["sft", seed] = self.train(
+                    self.seeded("runs/sft", seed),
+                    "sft",
+                    dataset,
+                    {label: "sft"},
+                    extra=[*sft_extra, *extra],
+                )
+            if "grpo" in rows:
+                runs["grpo", seed] = self.train(
+                    self.seeded("runs/grpo", seed),
+                    "grpo",
+                    dataset,
+                    {label: "grpo"},
+                    extra=[*grpo_extra, *extra],
+                )
+            if "sft+grpo" in rows:
+                sft = runs["sft", seed]
+                runs["sft+grpo", seed] = self.train(
+                    self.seeded("runs/sft+grpo", seed),
+                    "grpo",
+                    dataset,
+                    {label: "sft+grpo"},
+                    init_adapter=str(sft.run_dir / "final"),
+                    after=(sft.name,),
+                    extra=[*grpo_extra, *extra],
+                )
+        return runs
+
     def _add(self, name: str, verb: str, config: RunConfig, adapter: str | None, after, info):
         run_dir = self.root / name
         config.output_dir = str(run_dir)

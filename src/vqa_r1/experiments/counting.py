@@ -103,32 +103,8 @@ def plan(b: Builder) -> None:
     trained = [row for row in spec.rows if row != "base"]
     cot = ["data.with_reasoning=true"]
     rewards = grpo_rewards(b) if any(r in GRPO_ROWS for r in trained) else []
-    runs: dict[tuple[str, int | None], object] = {}
-    for seed in b.seeds("sft") if trained else []:  # experiment.seeds: each chain once per seed
-        extra = b.seed_override(seed)
-        if "sft" in spec.rows or "sft+grpo" in spec.rows:
-            runs["sft", seed] = b.train(
-                b.seeded("runs/sft", seed), "sft", data, {"method": "sft"}, extra=[*cot, *extra]
-            )
-        if "grpo" in spec.rows:
-            runs["grpo", seed] = b.train(
-                b.seeded("runs/grpo", seed),
-                "grpo",
-                data,
-                {"method": "grpo"},
-                extra=[*rewards, *extra],
-            )
-        if "sft+grpo" in spec.rows:
-            sft = runs["sft", seed]
-            runs["sft+grpo", seed] = b.train(
-                b.seeded("runs/sft+grpo", seed),
-                "grpo",
-                data,
-                {"method": "sft+grpo"},
-                init_adapter=str(sft.run_dir / "final"),
-                after=(sft.name,),
-                extra=[*rewards, *extra],
-            )
+    # experiment.seeds: each chain once per seed
+    runs = b.train_rows(spec.rows, data, "method", sft_extra=cot, grpo_extra=rewards)
     rows = []
     for row in spec.rows:
         for where, (folder, split) in sets.items():

@@ -13,31 +13,9 @@ from vqa_r1.experiments.builder import Builder
 def plan(b: Builder) -> None:
     spec = b.spec
     data = b.source_dataset()
-    trained = [row for row in spec.rows if row != "base"]
-    runs: dict[tuple[str, int | None], object] = {}
     # with experiment.seeds=N every trained row runs once per seed (SFT then GRPO continues the
     # SFT run of the same seed); the base row is greedy decoding of one model: evaluated once
-    for seed in b.seeds("sft") if trained else []:
-        extra = b.seed_override(seed)
-        if "sft" in spec.rows or "sft+grpo" in spec.rows:
-            runs["sft", seed] = b.train(
-                b.seeded("runs/sft", seed), "sft", data, {"model": "sft"}, extra=extra
-            )
-        if "grpo" in spec.rows:
-            runs["grpo", seed] = b.train(
-                b.seeded("runs/grpo", seed), "grpo", data, {"model": "grpo"}, extra=extra
-            )
-        if "sft+grpo" in spec.rows:
-            sft = runs["sft", seed]
-            runs["sft+grpo", seed] = b.train(
-                b.seeded("runs/sft+grpo", seed),
-                "grpo",
-                data,
-                {"model": "sft+grpo"},
-                init_adapter=str(sft.run_dir / "final"),
-                after=(sft.name,),
-                extra=extra,
-            )
+    runs = b.train_rows(spec.rows, data, "model")
     rows = []
     for row in spec.rows:
         steps = {}
