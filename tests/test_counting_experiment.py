@@ -15,7 +15,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.experiments import plan_experiment
 from vqa_r1.experiments.spec import load_spec
 from vqa_r1.launch.plan import JobOptions
-from vqa_r1.metrics import two_proportion_p, two_sided
+from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p, two_sided
 from vqa_r1.report.experiment import build_report, build_table, per_relation_table
 
 DRY = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
@@ -88,8 +88,10 @@ def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
         {"method": "base", "evaluated on": "A"},
         {"method": "base", "evaluated on": "B"},
     ]
-    assert [t["reference"] for t in table["tests"]] == [{"method": "base"}, {"method": "sft"}]
-    assert all(t["match"] == ["evaluated on"] for t in table["tests"])
+    assert table["tests"][0] == {"kind": "majority"}
+    versus = table["tests"][1:]
+    assert [t["reference"] for t in versus] == [{"method": "base"}, {"method": "sft"}]
+    assert all(t["match"] == ["evaluated on"] for t in versus)
     assert b.plots == [
         {"kind": "rewards", "steps": ["runs/grpo"], "file": "plots/reward_curve.png"}
     ]
@@ -181,6 +183,13 @@ def _scores(folder: Path, per_count: dict[int, tuple[int, int]]) -> None:
         },
     }
     (folder / "scores.json").write_text(json.dumps(scores))
+    records = [  # c right answers of m per count, the rest answered 0
+        {"predicted_response": f"<answer> {k if i < c else 0} </answer>",
+         "true_response": f"<answer> {k} </answer>"}
+        for k, (c, m) in per_count.items()
+        for i in range(m)
+    ]  # fmt: skip
+    (folder / "generated_responses.json").write_text(json.dumps(records))
 
 
 def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
@@ -188,7 +197,7 @@ def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
     table = b.tables[0]
     (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
     results = {
-        ("base", "A"): {3: (10, 50), 6: (5, 50)},
+        ("base", "A"): {3: (10, 60), 6: (5, 40)},
         ("base", "B"): {7: (2, 50), 10: (0, 50)},
         ("sft", "A"): {3: (40, 50), 6: (30, 50)},
         ("sft", "B"): {7: (5, 50), 10: (1, 50)},
@@ -205,6 +214,12 @@ def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
         two_sided(two_proportion_p(70, 100, 15, 100))
     )
     assert rows["grpo", "B"]["ci_low"] < 0.18 < rows["grpo", "B"]["ci_high"]  # Wilson
+    # the reference of a count: always answering the set's commonest count (3: 60 of 100)
+    assert rows["base", "A"]["most frequent answer"] == pytest.approx(0.6)
+    assert rows["grpo", "A"]["most frequent answer"] == pytest.approx(0.5)
+    above = "p vs most frequent answer (one-sided)"
+    assert rows["grpo", "A"][above] == pytest.approx(one_sided_binomial_p(70, 100, 0.5))
+    assert rows["base", "A"][above] == pytest.approx(one_sided_binomial_p(15, 100, 0.6))
     counts = per_relation_table(tmp_path, table, by_count=True)
     grpo_b = counts[(counts["method"] == "grpo") & (counts["evaluated on"] == "B")]
     assert list(grpo_b["count"]) == [7, 10]  # numeric order, not "count 10" < "count 7"
@@ -251,10 +266,13 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
     assert "missing" not in table
     assert "p vs method=base (same evaluated on)" in table
     assert "p vs method=sft (same evaluated on)" in table  # R1-V's claim, on B
+    assert "p vs most frequent answer (one-sided)" in table  # read from the real responses
     csv = (root / "tables/accuracy.csv").read_text().splitlines()
     claim = csv[0].split(",").index("p vs method=sft (same evaluated on)")
     grpo_b = next(line.split(",") for line in csv if line.startswith("grpo,B,"))
     assert 0.0 <= float(grpo_b[claim]) <= 1.0
+    share = float(grpo_b[csv[0].split(",").index("most frequent answer")])
+    assert 1 / 8 <= share <= 1.0  # 8 test_b scenes: at least one answer repeats or is alone
     counts = (root / "tables/accuracy_per_count.md").read_text()
     assert "| method | evaluated on | count | n |" in counts
     b_counts = [

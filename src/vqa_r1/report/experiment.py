@@ -93,6 +93,7 @@ def table_rows(root: Path, table: dict) -> list[dict]:
                 status="ok",
             )
             row["_runs"] = lambda path=path, scores=scores: _item_matrix([(path, scores)])
+            row["_majority"] = lambda path=path, scores=scores: _majority_share(path, scores)
         rows.append(row)
     return rows
 
@@ -133,6 +134,8 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
     if found:
         runs = _item_matrix([(path, scores) for _, path, scores in found])
         cells["_runs"] = lambda: runs
+        # every seed answered the same split: its most frequent answer is one
+        cells["_majority"] = lambda: _majority_share(found[0][1], found[0][2])
         if runs is not None:
             from vqa_r1.report.seeds import bootstrap_difference
 
@@ -296,6 +299,43 @@ def _seeded_versus(row: dict, reference: dict) -> dict | None:
     return bootstrap_difference(a, b, paired=a.shape[1] == b.shape[1])
 
 
+def _majority_share(scores_path: Path, scores: dict) -> float | None:
+    """The share of an evaluation's items whose right answer is the most frequent one: what
+    always giving that answer scores (a count has no 0.5 chance); None without its responses."""
+    from collections import Counter
+
+    from vqa_r1.answers import label_of
+
+    responses = scores_path.parent / "generated_responses.json"
+    try:
+        records = json.loads(responses.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    rule = scores.get("answer_rule") or "robust"
+    labels = Counter(label_of(r["true_response"], rule) for r in records)
+    return max(labels.values()) / len(records) if records else None
+
+
+def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
+    """Each row's most-frequent-answer share and the one-sided p of its accuracy above it: the
+    exact binomial test for one run, the bootstrap over seeds and items for a seeded row."""
+    from vqa_r1.report.seeds import bootstrap_above
+
+    shares: list[float | None] = []
+    ps: list[float | None] = []
+    for r in rows:
+        share = r["_majority"]() if r.get("_majority") else None
+        shares.append(share)
+        if share is None:
+            ps.append(None)
+        elif r.get("_seeded"):
+            runs = r["_runs"]() if r.get("_runs") else None
+            ps.append(None if runs is None else bootstrap_above(runs, share))
+        else:
+            ps.append(one_sided_binomial_p(r["correct"], r["n"], share) if _has_counts(r) else None)
+    return {"most frequent answer": shares, "p vs most frequent answer (one-sided)": ps}
+
+
 def chance_column(rows: list[dict]) -> list[float | None]:
     """One-sided p of each row's accuracy above chance (0.5: every item is a true or false
     claim): the exact binomial test for one run; for a seeded row, the bootstrap over seeds and
@@ -358,6 +398,8 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
             tests += trend_rows(rows, test)
         elif test["kind"] == "chance":
             columns["p vs chance (one-sided)"] = chance_column(rows)
+        elif test["kind"] == "majority":  # counts: always giving the commonest answer
+            columns.update(majority_columns(rows))
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
     frame = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
