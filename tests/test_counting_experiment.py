@@ -289,3 +289,27 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
     )
     assert (root / "plots/accuracy.png").stat().st_size > 5000
     assert (root / "plots/reward_curve.png").exists()
+
+
+def test_seeded_rows_are_tested_against_the_most_frequent_answer_by_the_seeds_bootstrap(tmp_path):
+    overrides = ["experiment.seeds=2"]
+    b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "plan"), DRY)
+    table = b.tables[0]
+    (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
+    # every set: 30 threes and 10 sixes (most frequent answer: 0.75)
+    for where in ("A", "B"):
+        _scores(tmp_path / "eval" / f"base-on-{where}", {3: (30, 30), 6: (0, 10)})  # always 3
+        for seed in (42, 43):
+            _scores(
+                tmp_path / "eval" / f"sft-on-{where}" / f"seed-{seed}", {3: (12, 30), 6: (2, 10)}
+            )
+            _scores(
+                tmp_path / "eval" / f"grpo-on-{where}" / f"seed-{seed}", {3: (30, 30), 6: (10, 10)}
+            )
+    frame, _ = build_table(tmp_path, table)
+    rows = {(r["method"], r["evaluated on"]): r for r in frame.to_dict("records")}
+    above = "p vs most frequent answer (one-sided)"
+    assert {r["most frequent answer"] for r in rows.values()} == {0.75}
+    assert rows["grpo", "A"][above] < 0.01  # every seed right on all 40: above 0.75
+    assert rows["sft", "A"][above] > 0.99  # 0.35 per seed: far below
+    assert rows["base", "A"][above] == pytest.approx(one_sided_binomial_p(30, 40, 0.75))
