@@ -442,3 +442,21 @@ def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(t
     assert finished_since_planning(step)
     completed(step.checked_at - 3600)
     assert not finished_since_planning(step)
+
+    # a training run never marks its folder: its status.json says when it completed
+    train_dir = tmp_path / "sft"
+    train_dir.mkdir()
+    marker = {"verb": "sft", "settings": {}, "created": "2026-01-01T00:00:00"}
+    (train_dir / output_dir.MARKER).write_text(json.dumps(marker))
+    step = Step("runs/sft", train_dir, request=object(), done=False)
+
+    def status(state: str, at: float) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+        (train_dir / "status.json").write_text(json.dumps({"state": state, "updated": stamp}))
+
+    status("RUNNING", time.time())
+    assert not finished_since_planning(step)
+    status("COMPLETED", time.time())
+    assert finished_since_planning(step)
+    status("COMPLETED", step.checked_at - 3600)
+    assert not finished_since_planning(step)

@@ -181,6 +181,22 @@ def is_complete(root: Path, marker: dict | None = None) -> bool:
         return False
 
 
+def completed_at(root: Path) -> str | None:
+    """When the folder's verb finished (``YYYY-MM-DDTHH:MM:SS``, local time): the marker's
+    ``completed``, or for a training run (it never marks its folder) the time status.json said
+    COMPLETED; None while neither says so."""
+    marker = read_marker(root) or {}
+    if marker.get("completed"):
+        return str(marker["completed"])
+    try:
+        status = json.loads((root / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(status, dict) and status.get("state") == "COMPLETED" and status.get("updated"):
+        return str(status["updated"])
+    return None
+
+
 def mark_complete(root: str | Path, **fields: Any) -> None:
     """Record in the marker that the verb finished (rank 0 only): a re-run does nothing."""
     root = Path(root)
@@ -642,6 +658,7 @@ __all__ = [
     "inside",
     "lock_holder",
     "make_way",
+    "completed_at",
     "mark_complete",
     "mark_file_complete",
     "move_aside",

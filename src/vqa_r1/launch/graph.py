@@ -335,10 +335,11 @@ def finished_since_planning(step: Step) -> bool:
     config checks) was submitted again. Planning accepted the folder's settings as this step's,
     or it would have refused it; a completion recorded after that check is the previous job's.
     One recorded before it is not (``--overwrite`` moves such a folder aside): the marker's time
-    is to the second, hence the margin."""
+    is to the second, hence the margin. A training run records its completion in status.json,
+    not in the marker (an SFT step of a relaunched experiment was submitted twice)."""
     if step.done or step.request is None:
         return False
-    completed = (output_dir.read_marker(step.run_dir) or {}).get("completed")
+    completed = output_dir.completed_at(step.run_dir)
     try:
         at = time.mktime(time.strptime(str(completed), "%Y-%m-%dT%H:%M:%S"))
     except ValueError:
