@@ -158,10 +158,8 @@ def _item_matrix(evaluations: list[tuple[Path, dict]]) -> Any:
 
     runs = []
     for scores_path, scores in evaluations:
-        responses = scores_path.parent / "generated_responses.json"
-        try:
-            records = json.loads(responses.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        records = _responses(scores_path)
+        if records is None:
             return None
         rule = scores.get("answer_rule") or "robust"
         if scores.get("answer_type") == "choice":
@@ -187,8 +185,8 @@ def _item_matrix(evaluations: list[tuple[Path, dict]]) -> Any:
                 flags.append(bool(answer) and answer == label_of(r["true_response"], rule))
         if scores.get("correct") is not None and sum(flags) != scores["correct"]:
             raise UserError(
-                f"{responses}: {sum(flags)} items right on re-reading, but {scores_path} says "
-                f"{scores['correct']}; re-run that evaluation"
+                f"{scores_path.parent / RESPONSES}: {sum(flags)} items right on re-reading, but "
+                f"{scores_path} says {scores['correct']}; re-run that evaluation"
             )
         runs.append(flags)
     if len({len(r) for r in runs}) != 1:
@@ -299,6 +297,17 @@ def _seeded_versus(row: dict, reference: dict) -> dict | None:
     return bootstrap_difference(a, b, paired=a.shape[1] == b.shape[1])
 
 
+RESPONSES = "generated_responses.json"  # every evaluation's items, beside its scores.json
+
+
+def _responses(scores_path: Path) -> list[dict] | None:
+    """The evaluation's generated_responses.json beside its scores.json; None when missing."""
+    try:
+        return json.loads((scores_path.parent / RESPONSES).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def _majority_share(scores_path: Path, scores: dict) -> float | None:
     """The share of an evaluation's items whose right answer is the most frequent one: what
     always giving that answer scores (a count has no 0.5 chance); None without its responses."""
@@ -306,10 +315,8 @@ def _majority_share(scores_path: Path, scores: dict) -> float | None:
 
     from vqa_r1.answers import label_of
 
-    responses = scores_path.parent / "generated_responses.json"
-    try:
-        records = json.loads(responses.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    records = _responses(scores_path)
+    if records is None:
         return None
     rule = scores.get("answer_rule") or "robust"
     labels = Counter(label_of(r["true_response"], rule) for r in records)
