@@ -1,7 +1,9 @@
 """The cryptogram generator: deterministic, held-out messages never trained on, a curriculum over
 the number of words, decoders that decode, and a folder the loaders and rewards read."""
 
+import itertools
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -15,6 +17,7 @@ from vqa_r1.data.cryptogram import (
     chars_form,
     draw_decoder,
     generate,
+    guess_chance,
     make_cryptogram,
     write_dataset,
 )
@@ -127,6 +130,22 @@ def test_decoder_image_has_every_cell(size):
     )
     assert sum(1 for p in pixels if p[2] > 150 and p[0] < 100) > 26
     assert sum(1 for p in pixels if max(p) < 80) > 26
+
+
+def test_letters_in_colours_are_drawn_each_in_its_own():
+    """``letter_colours``: every letter of the decoder in its LETTER_COLORS ink (a-f only)."""
+    import random
+
+    from vqa_r1.data.synthetic import LETTER_COLORS
+
+    spec = CryptogramSpec(alphabet="abcdef", letter_colours=True, image_size=112)
+    c = make_cryptogram(random.Random(0), spec, "cab")
+    inks = {rgb for _, rgb in draw_decoder(c, 112, letter_colours=True).getcolors(1 << 16)}
+    assert set(LETTER_COLORS.values()) <= inks
+    plain = {rgb for _, rgb in draw_decoder(c, 112).getcolors(1 << 16)}
+    assert not set(LETTER_COLORS.values()) & plain
+    with pytest.raises(ValueError, match="letter_colours draws the letters abcdef only, not gh"):
+        CryptogramSpec(alphabet="abcdefgh", letter_colours=True)
 
 
 class _Adapter:
@@ -247,10 +266,19 @@ def test_data_cryptogram_command_writes_the_splits_as_typed(tmp_path, capsys):
     assert train["word_count"] == sorted(train["word_count"]) and set(train["word_count"]) == {1, 2}
     assert set("".join(test["decoded_message"]).replace(" ", "")) <= set("abcdef")
     assert Image.open(test[0]["image_path"]).size == (96, 96)
+    assert not any(" -> " in r for r in train["reasoning"])  # r1_vlm's targets: <chars> alone
     capsys.readouterr()
     assert main(argv) == 0 and "nothing to do" in capsys.readouterr().out
     argv[argv.index("--seed") + 1] = "4"
     assert main(argv) == 2 and "other settings" in capsys.readouterr().err
+    # the two aids for tiny models, as flags
+    aided = tmp_path / "aided"
+    flags = ["--worked-steps", "--letter-colours"]
+    assert main([*argv[:3], str(aided), *argv[4:], *flags]) == 0
+    rows = load_split(aided, "train")
+    assert all(" -> " in r and "<chars>" in r for r in rows["reasoning"])
+    inks = {rgb for _, rgb in Image.open(rows[0]["image_path"]).convert("RGB").getcolors(1 << 16)}
+    assert (220, 30, 30) in inks  # the letter a, red
     # settings that cannot be drawn fail in one line before the folder is claimed
     bad = tmp_path / "bad"
     argv = ["data", "cryptogram", "--out", str(bad), "--train", "600", "--alphabet", "ab",
@@ -261,3 +289,31 @@ def test_data_cryptogram_command_writes_the_splits_as_typed(tmp_path, capsys):
         assert main(["data", "cryptogram", "--out", str(bad), flag, value]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: data cryptogram") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("derangement", [True, False])
+def test_guess_chance_counts_the_decoders_that_agree(derangement):
+    """The random-guess floor equals brute force over every decoder of a five-letter alphabet."""
+    letters = "abcde"
+    decoders = [
+        dict(zip(letters, p, strict=True))
+        for p in itertools.permutations(letters)
+        if not derangement or all(a != b for a, b in zip(letters, p, strict=True))
+    ]
+    rng = random.Random(0)
+    for _ in range(100):
+        truth = rng.choice(decoders)
+        encode = {plain: code for code, plain in truth.items()}
+        words = ["".join(rng.choice(letters) for _ in range(rng.randint(1, 4))) for _ in range(2)]
+        message = " ".join(words)
+        coded = " ".join(SPACE_CODE if c == " " else encode[c] for c in message)
+        agree = sum(_decode(coded, d) == message for d in decoders)
+        assert guess_chance(coded, message, 5, derangement) == pytest.approx(agree / len(decoders))
+
+
+def test_guess_chance_refuses_what_no_decoder_codes():
+    assert guess_chance("a b", "ab", 4) == 0.0  # a letter standing for itself: never a derangement
+    assert guess_chance("a b", "ab", 4, derangement=False) == pytest.approx(1 / 12)
+    for coded, message in (("a b", "c"), ("a a", "bc"), ("a b", "cc")):
+        with pytest.raises(ValueError, match="is not a coding"):
+            guess_chance(coded, message, 6)

@@ -19,6 +19,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.experiments import declare, plan_experiment
 from vqa_r1.experiments.spec import load_spec
 from vqa_r1.launch.plan import JobOptions
+from vqa_r1.metrics import one_sided_binomial_p
 from vqa_r1.report.experiment import build_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,6 +148,7 @@ def test_grpo_from_base_and_seeds(tmp_path):
         (["cryptogram_words=builtin"], "only 3 words"),  # abcdef spells few built-in words
         (["cryptogram_order=random"], "expected one of"),
         (["cryptogram_image_size=20"], "cryptogram_image_size"),
+        (["cryptogram_alphabet=abcdefgh"], "letter_colours draws the letters abcdef only"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_is_queued(tmp_path, overrides, message):
@@ -213,6 +215,17 @@ def test_tables_from_fake_evaluations(tmp_path):
     assert "| sft+grpo | gated | 1.000 | 0.800 | 0.000 | 1.000 | 20 | 0.800 |" in table
     assert "p vs model=base" in table and "p vs rewards=ungated (same model)" in table
     assert "char accuracy" in table and "chars nearer code" in table
+    # the random-guess floor: "a b" -> "ef" has 14 of the 265 derangements of six letters agreeing,
+    # "c d _ e f" -> "ab cd" 2; each row tested above their mean by the exact binomial
+    floor = (14 / 265 + 2 / 265) / 2
+    with (root / "tables/accuracy.csv").open() as f:
+        rows = {(r["model"], r["rewards"]): r for r in csv.DictReader(f)}
+    assert [float(r["random guess"]) for r in rows.values()] == pytest.approx([floor] * 4, abs=5e-4)
+    above = "p vs random guess (one-sided)"
+    assert float(rows["base", "-"][above]) == pytest.approx(
+        one_sided_binomial_p(2, 20, floor), abs=5e-4
+    )  # about 0.12
+    assert float(rows["sft+grpo", "gated"][above]) < 5e-4
     per = (root / "tables/accuracy_per_words.md").read_text()
     assert "| words | n | accuracy | ci_low | ci_high | char accuracy |" in per
     assert "| sft+grpo | gated | 1 | 10 | 0.800 |" in per and "| base | - | 2 | 10 |" in per

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from typing import Literal
 
 from PIL import Image, ImageDraw, ImageFont
 
+from vqa_r1.data.synthetic import LETTER_COLORS
 from vqa_r1.io import atomic_dir
 
 SPACE_CODE = "_"
@@ -129,6 +131,9 @@ class CryptogramSpec:
     order: Literal["curriculum", "shuffled"] = "curriculum"
     # the reasoning also lists each lookup ("r -> c, h -> a, ...") before the <chars> block
     worked_steps: bool = False
+    # each letter drawn in its own colour (synthetic.LETTER_COLORS: a-f), for the tiny models,
+    # whose vision towers tell colours apart but not letter shapes; needs an alphabet within a-f
+    letter_colours: bool = False
 
     def __post_init__(self) -> None:
         self.word_counts = tuple(int(n) for n in self.word_counts)
@@ -146,6 +151,11 @@ class CryptogramSpec:
         if not 1 <= low <= high:
             raise ValueError(
                 f"word_lengths must be (min, max) with 1 <= min <= max, got {low, high}"
+            )
+        if self.letter_colours and not set(letters) <= set(LETTER_COLORS):
+            raise ValueError(
+                f"letter_colours draws the letters {''.join(LETTER_COLORS)} only, not "
+                f"{''.join(sorted(set(letters) - set(LETTER_COLORS)))}: use an alphabet within them"
             )
         if self.image_size < 48:
             raise ValueError(f"image_size must be 48 or more, got {self.image_size}")
@@ -216,6 +226,41 @@ def _bijection(rng: random.Random, letters: list[str], derangement: bool) -> dic
             return dict(zip(letters, shuffled, strict=True))
 
 
+def guess_chance(coded: str, message: str, alphabet_size: int, derangement: bool = True) -> float:
+    """The chance that a uniformly random decoder of the rules (a bijection of the alphabet, a
+    derangement when no letter stands for itself) decodes ``coded`` into ``message``: what a model
+    that learned the format and the rules but never reads the image scores on that item, the
+    floor a cryptogram row is tested against (an exact message has no 0.5 chance).
+
+    Counted exactly: the decoders that agree with the message's k distinct letter pairs are the
+    bijections of the remaining n - k letters onto the remaining n - k plain letters; with the
+    derangement, the m letters left on both sides must not map to themselves (inclusion-exclusion:
+    sum_j (-1)^j C(m, j) (n - k - j)!), out of the n-letter derangements (the same sum with m = n).
+    """
+    codes, plains = coded.replace(SPACE_CODE, "").split(), message.replace(" ", "")
+    pairs = dict(zip(codes, plains, strict=False))
+    n, k = alphabet_size, len(pairs)
+    consistent = all(pairs[c] == p for c, p in zip(codes, plains, strict=False))
+    if len(codes) != len(plains) or not consistent or len(set(pairs.values())) != k or k > n:
+        raise ValueError(f"{coded!r} is not a coding of {message!r} over {n} letters")
+
+    def count(free: int, fixed_free: int) -> int:
+        if not derangement:
+            return math.factorial(free)
+        return sum(
+            (-1) ** j * math.comb(fixed_free, j) * math.factorial(free - j)
+            for j in range(fixed_free + 1)
+        )
+
+    # letters neither coded in the message nor decoded to: free on both sides, never themselves
+    both_free = n - len(set(pairs) | set(pairs.values()))
+    if both_free < 0:
+        raise ValueError(f"{coded!r} -> {message!r} uses more than {n} letters")
+    if derangement and any(code == plain for code, plain in pairs.items()):
+        return 0.0
+    return count(n - k, both_free) / count(n, n)
+
+
 def _word(rng: random.Random, spec: CryptogramSpec, words: list[str] | None) -> str:
     if words is not None:
         return rng.choice(words)
@@ -248,8 +293,9 @@ def _grid_shape(n: int) -> tuple[int, int]:
     return n, 1
 
 
-def draw_decoder(cryptogram: Cryptogram, size: int) -> Image.Image:
-    """The decoder image: one cell per letter, ``coded -> plain``, on a light grid."""
+def draw_decoder(cryptogram: Cryptogram, size: int, letter_colours: bool = False) -> Image.Image:
+    """The decoder image: one cell per letter, ``coded -> plain``, on a light grid; the coded
+    letters dark and the plain ones blue, or each letter in its own colour (``letter_colours``)."""
     n = len(cryptogram.cells)
     columns, rows = _grid_shape(n)
     image = Image.new("RGB", (size, size), (255, 255, 255))
@@ -261,8 +307,12 @@ def draw_decoder(cryptogram: Cryptogram, size: int) -> Image.Image:
         x0, y0 = col * cell_w, row * cell_h
         pen.rectangle((x0, y0, x0 + cell_w, y0 + cell_h), outline=_GRID)
         mid_y = y0 + cell_h / 2
-        _glyph(pen, code, (x0 + cell_w * 0.2, mid_y), font, _INK)
-        _glyph(pen, cryptogram.decoder[code], (x0 + cell_w * 0.8, mid_y), font, _PLAIN)
+        plain = cryptogram.decoder[code]
+        code_ink, plain_ink = (
+            (LETTER_COLORS[code], LETTER_COLORS[plain]) if letter_colours else (_INK, _PLAIN)
+        )
+        _glyph(pen, code, (x0 + cell_w * 0.2, mid_y), font, code_ink, letter_colours)
+        _glyph(pen, plain, (x0 + cell_w * 0.8, mid_y), font, plain_ink, letter_colours)
         # the arrow, drawn (not a font glyph: small built-in fonts lack one)
         ax0, ax1 = x0 + cell_w * 0.4, x0 + cell_w * 0.6
         head = max(1.5, cell_w * 0.06)
@@ -274,8 +324,11 @@ def draw_decoder(cryptogram: Cryptogram, size: int) -> Image.Image:
     return image
 
 
-def _glyph(pen: ImageDraw.ImageDraw, text: str, centre: tuple[float, float], font, fill) -> None:
-    pen.text(centre, text, fill=fill, font=font, anchor="mm")
+def _glyph(
+    pen: ImageDraw.ImageDraw, text: str, centre: tuple[float, float], font, fill, bold=False
+) -> None:
+    stroke = {"stroke_width": 1, "stroke_fill": fill} if bold else {}
+    pen.text(centre, text, fill=fill, font=font, anchor="mm", **stroke)
 
 
 def _messages(
@@ -423,7 +476,9 @@ def write_dataset(
             rows = []
             for i, cryptogram in enumerate(items):
                 rel_path = f"images/{split}/{i:06d}.png"
-                draw_decoder(cryptogram, spec.image_size).save(tmp / rel_path, compress_level=1)
+                draw_decoder(cryptogram, spec.image_size, spec.letter_colours).save(
+                    tmp / rel_path, compress_level=1
+                )
                 image_path = str((out_dir / rel_path).resolve())
                 rows.append(row(cryptogram, image_path, spec.worked_steps))
             splits[split] = Dataset.from_list(rows)

@@ -61,6 +61,8 @@ def cryptogram_spec(spec):
             words=spec.cryptogram_words,
             image_size=spec.cryptogram_image_size,
             order=spec.cryptogram_order,
+            worked_steps=spec.cryptogram_worked_steps,
+            letter_colours=spec.cryptogram_letter_colours,
         )
     except ValueError as e:
         raise UserError(f"experiment: cryptograms: {e}") from None
@@ -82,7 +84,9 @@ def cryptogram_data(b: Builder) -> str:
         f"{s.cryptogram_validation}, test {s.cryptogram_test}; alphabet {s.cryptogram_alphabet}, "
         f"{'/'.join(map(str, s.cryptogram_word_counts))} words of "
         f"{'-'.join(map(str, s.cryptogram_word_lengths))} letters ({s.cryptogram_words}), "
-        f"{s.cryptogram_image_size} px, seed {s.cryptogram_seed})"
+        f"{s.cryptogram_image_size} px, seed {s.cryptogram_seed}"
+        f"{', worked steps' if s.cryptogram_worked_steps else ''}"
+        f"{', letters in colours' if s.cryptogram_letter_colours else ''})"
     )
     return b.cached_dataset(
         what, lambda: cryptogram_target(settings), lambda: cryptogram_dataset_dir(settings)
@@ -142,6 +146,12 @@ def plan(b: Builder) -> None:
             "per_words": True,  # scores.json's per_relation: "1 word", "2 words"
             "tests": [
                 {"kind": "versus", "reference": {"model": "base"}},
+                # an exact message has no 0.5 chance: a random decoder of the rules is the floor
+                {
+                    "kind": "guess",
+                    "alphabet_size": len(spec.cryptogram_alphabet),
+                    "derangement": True,
+                },
                 {"kind": "versus", "within": "model", "reference": {"rewards": "ungated"}},
             ],
             "plots": [

@@ -94,6 +94,7 @@ def table_rows(root: Path, table: dict) -> list[dict]:
             )
             row["_runs"] = lambda path=path, scores=scores: _item_matrix([(path, scores)])
             row["_majority"] = lambda path=path, scores=scores: _majority_share(path, scores)
+            row["_responses"] = lambda path=path: _responses(path)
         rows.append(row)
     return rows
 
@@ -136,6 +137,7 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
         cells["_runs"] = lambda: runs
         # every seed answered the same split: its most frequent answer is one
         cells["_majority"] = lambda: _majority_share(found[0][1], found[0][2])
+        cells["_responses"] = lambda: _responses(found[0][1])
         if runs is not None:
             from vqa_r1.report.seeds import bootstrap_difference
 
@@ -343,6 +345,49 @@ def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
     return {"most frequent answer": shares, "p vs most frequent answer (one-sided)": ps}
 
 
+def _guess_share(records: list[dict] | None, test: dict) -> float | None:
+    """The mean over a cryptogram evaluation's items of the chance that a random decoder of the
+    rules decodes it (data/cryptogram.py ``guess_chance``); None without its responses."""
+    from vqa_r1.data.cryptogram import guess_chance
+
+    if not records:
+        return None
+    chances = [
+        guess_chance(
+            r["coded_message"],
+            r["true_response"],
+            test["alphabet_size"],
+            test.get("derangement", True),
+        )
+        for r in records
+    ]
+    return sum(chances) / len(chances)
+
+
+def guess_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]]:
+    """Each row's random-guess floor (a model that writes the format and keeps the rules but
+    never reads the decoder) and the one-sided p of its accuracy above it. One run: the exact
+    binomial at the items' mean chance, conservative for the items' unequal chances (Hoeffding
+    1956: a sum of unequal Bernoulli trials is no likelier than the binomial of their mean to
+    exceed its mean by one or more, so wherever p is small); a seeded row: the bootstrap over
+    seeds and items."""
+    from vqa_r1.report.seeds import bootstrap_above
+
+    shares: list[float | None] = []
+    ps: list[float | None] = []
+    for r in rows:
+        share = _guess_share(r["_responses"](), test) if r.get("_responses") else None
+        shares.append(share)
+        if share is None:
+            ps.append(None)
+        elif r.get("_seeded"):
+            runs = r["_runs"]() if r.get("_runs") else None
+            ps.append(None if runs is None else bootstrap_above(runs, share))
+        else:
+            ps.append(one_sided_binomial_p(r["correct"], r["n"], share) if _has_counts(r) else None)
+    return {"random guess": shares, "p vs random guess (one-sided)": ps}
+
+
 def chance_column(rows: list[dict]) -> list[float | None]:
     """One-sided p of each row's accuracy above chance (0.5: every item is a true or false
     claim): the exact binomial test for one run; for a seeded row, the bootstrap over seeds and
@@ -407,6 +452,8 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
             columns["p vs chance (one-sided)"] = chance_column(rows)
         elif test["kind"] == "majority":  # counts: always giving the commonest answer
             columns.update(majority_columns(rows))
+        elif test["kind"] == "guess":  # cryptograms: a random decoder of the rules
+            columns.update(guess_columns(rows, test))
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
     frame = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
