@@ -24,7 +24,7 @@ from vqa_r1.data.curriculum import (
     table_fingerprint,
 )
 from vqa_r1.data.prompts import REASONING_INSTRUCTION
-from vqa_r1.data.synthetic import SHAPES
+from vqa_r1.data.synthetic import LETTER_COLORS, SHAPES
 
 TARGET = re.compile(r"<think> (.+) </think> <answer> (\S+) </answer>")
 
@@ -80,6 +80,12 @@ def test_cell_rows_answer_the_letter_paired_with_the_asked_key():
         image = render(e, cfg.scene)
         assert image.size == (cfg.scene.image_size,) * 2 and image.mode == "RGB"
         assert len(image.getcolors(1 << 16)) > 2  # letters and lines drawn on the white
+        # each letter in its own colour (the tiny vision towers tell colours, not shapes, apart)
+        inks = {rgb for _, rgb in image.getcolors(1 << 16)}
+        assert {LETTER_COLORS[letter] for pair in pairs for letter in pair} <= inks
+        assert (
+            not (set(LETTER_COLORS.values()) - {LETTER_COLORS[x] for p in pairs for x in p}) & inks
+        )
         # what build_rows stores draws the same image
         assert render_payload(image_payload(e), cfg.scene).tobytes() == image.tobytes()
         layouts[e.table.layout] += 1

@@ -108,6 +108,17 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         default="curriculum",
         help="curriculum: training rows ordered by word count; shuffled: mixed",
     )
+    crypt.add_argument(
+        "--worked-steps",
+        action="store_true",
+        help="the targets' reasoning lists each lookup (d -> c, ...) before <chars>",
+    )
+    crypt.add_argument(
+        "--letter-colours",
+        action="store_true",
+        help="draw each letter in its own colour (letters a-f only; for the tiny models, whose "
+        "vision towers tell colours apart but not letter shapes)",
+    )
     bias = sub.add_parser(
         "bias",
         help="write a dataset whose training split a text- or image-only classifier predicts "
@@ -305,6 +316,8 @@ def _cryptogram(args: argparse.Namespace) -> int:
             words=args.words,
             image_size=args.image_size,
             order=args.order,
+            worked_steps=args.worked_steps,
+            letter_colours=args.letter_colours,
         )
         generate(spec)  # messages only (cheap): too few words fails before the folder is claimed
     except (ValueError, OSError) as err:

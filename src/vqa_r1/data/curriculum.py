@@ -56,7 +56,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -64,6 +63,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from vqa_r1.data.synthetic import (
     COLORS,
+    LETTER_COLORS,
     RELATIONS,
     SHAPES,
     Scene,
@@ -88,9 +88,10 @@ COUNT_QUESTIONS = (
     "How many shapes does the image show?",
     "What is the number of objects in this picture?",
 )
-# cell: pairs per table; the letters of its keys and of its values
+# cell: pairs per table; the letters of its keys and of its values, each drawn in its own colour
+# (LETTER_COLORS), since the tiny vision towers tell colours apart but not letter shapes
 CELL_RANGE = (3, 5)
-CELL_LETTERS = string.ascii_lowercase
+CELL_LETTERS = "".join(LETTER_COLORS)
 CELL_QUESTIONS = {"under": "What is written under {key}?", "next": "What is written next to {key}?"}
 # Pretraining seeds live far above the demo's and tests' dataset seeds (seed * 1000 + split index,
 # with user seeds well below this offset).
@@ -415,20 +416,30 @@ def _font(size: int):
 
 def draw_table(table: Table, size: int) -> Image.Image:
     """A grid of two rows (``under``: keys on top) or two columns (``next``: keys on the left),
-    one cell per letter, keys black and their letters dark red, on white with grey lines."""
+    one cell per letter, each letter bold in its own colour (LETTER_COLORS; black for others), on
+    white with grey lines."""
     n = len(table.pairs)
     image = Image.new("RGB", (size, size), (255, 255, 255))
     pen = ImageDraw.Draw(image)
     long_side, short_side = size / n, size / 2
     font = _font(max(8, int(min(long_side, short_side) * 0.7)))
     for index, (key, value) in enumerate(table.pairs):
-        for part, (letter, ink) in enumerate(((key, (0, 0, 0)), (value, (170, 20, 20)))):
+        for part, letter in enumerate((key, value)):
+            ink = LETTER_COLORS.get(letter, (0, 0, 0))
             if table.layout == "under":  # column ``index``, row ``part``
                 x0, y0, w, h = index * long_side, part * short_side, long_side, short_side
             else:  # row ``index``, column ``part``
                 x0, y0, w, h = part * short_side, index * long_side, short_side, long_side
             pen.rectangle((x0, y0, x0 + w, y0 + h), outline=(170, 170, 170))
-            pen.text((x0 + w / 2, y0 + h / 2), letter, fill=ink, font=font, anchor="mm")
+            pen.text(
+                (x0 + w / 2, y0 + h / 2),
+                letter,
+                fill=ink,
+                font=font,
+                anchor="mm",
+                stroke_width=1,
+                stroke_fill=ink,
+            )
     return image
 
 

@@ -31,6 +31,11 @@ COLORS: dict[str, tuple[int, int, int]] = {
     "purple": (140, 50, 170),
     "orange": (245, 130, 20),
 }
+# A letter's ink where letters are told apart by colour as well as shape (the curriculum's cell
+# task; cryptograms with ``letter_colours``): a to f in the six colours above, in order. The tiny
+# models' two-layer vision towers learn colours from the curriculum but did not learn letter shapes
+# from 16,000 tables (README, "Pretrained tiny models").
+LETTER_COLORS: dict[str, tuple[int, int, int]] = dict(zip("abcdef", COLORS.values(), strict=True))
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
 # relation -> (its opposite, axis, sign): "a left of b" means x(a) < x(b)
 RELATIONS: dict[str, tuple[str, int, int]] = {

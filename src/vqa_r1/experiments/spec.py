@@ -144,6 +144,16 @@ class ExperimentSpec:
         help="cryptogram: train rows ordered by word count (curriculum; the runs keep the order: "
         "the spec's settings turn the trainers' shuffling off) or mixed",
     )
+    cryptogram_worked_steps: bool = option(
+        False,
+        help="cryptogram: the SFT targets' reasoning lists each lookup (d -> c, f -> a, ...) "
+        "before <chars> (r1_vlm's targets: <chars> alone)",
+    )
+    cryptogram_letter_colours: bool = option(
+        True,
+        help="cryptogram: each letter drawn in its own colour (alphabet within abcdef; the tiny "
+        "models' vision towers tell colours apart, not letter shapes); false for hub models",
+    )
     cryptogram_grpo_from: Literal["base", "sft"] = option(
         "sft",
         help="cryptogram: where both GRPO runs start: the base model (r1_vlm) or the SFT run "
