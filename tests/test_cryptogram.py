@@ -148,6 +148,25 @@ def test_letters_in_colours_are_drawn_each_in_its_own():
         CryptogramSpec(alphabet="abcdefgh", letter_colours=True)
 
 
+def test_table_layout_is_the_curriculums_letter_table_of_the_whole_alphabet():
+    """``layout="table"``: each coded letter above its plain letter, drawn as the curriculum's cell
+    task draws its tables, and the question says so."""
+    import random
+
+    from vqa_r1.data.cryptogram import problem_text
+    from vqa_r1.data.curriculum import Table, draw_table
+
+    spec = CryptogramSpec(alphabet="abcde", letter_colours=True, layout="table", image_size=112)
+    c = make_cryptogram(random.Random(0), spec, "cab")
+    pairs = [(code, c.decoder[code]) for code in c.cells]
+    drawn = draw_decoder(c, 112, letter_colours=True, layout="table")
+    assert drawn.tobytes() == draw_table(Table(pairs, "under"), 112).tobytes()
+    assert "top row is written above" in problem_text(c.coded, "table")
+    assert "an arrow" in problem_text(c.coded)
+    with pytest.raises(ValueError, match="layout must be grid or table"):
+        CryptogramSpec(layout="rows")
+
+
 class _Adapter:
     instruction = "True or False?"
 
@@ -273,10 +292,11 @@ def test_data_cryptogram_command_writes_the_splits_as_typed(tmp_path, capsys):
     assert main(argv) == 2 and "other settings" in capsys.readouterr().err
     # the two aids for tiny models, as flags
     aided = tmp_path / "aided"
-    flags = ["--worked-steps", "--letter-colours"]
+    flags = ["--worked-steps", "--letter-colours", "--layout", "table"]
     assert main([*argv[:3], str(aided), *argv[4:], *flags]) == 0
     rows = load_split(aided, "train")
     assert all(" -> " in r and "<chars>" in r for r in rows["reasoning"])
+    assert all("top row" in p for p in rows["problem"])
     inks = {rgb for _, rgb in Image.open(rows[0]["image_path"]).convert("RGB").getcolors(1 << 16)}
     assert (220, 30, 30) in inks  # the letter a, red
     # settings that cannot be drawn fail in one line before the folder is claimed

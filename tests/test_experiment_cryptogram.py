@@ -149,6 +149,7 @@ def test_grpo_from_base_and_seeds(tmp_path):
         (["cryptogram_order=random"], "expected one of"),
         (["cryptogram_image_size=20"], "cryptogram_image_size"),
         (["cryptogram_alphabet=abcdefgh"], "letter_colours draws the letters abcdef only"),
+        (["cryptogram_layout=rows"], "expected one of"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_is_queued(tmp_path, overrides, message):

@@ -109,6 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         help="curriculum: training rows ordered by word count; shuffled: mixed",
     )
     crypt.add_argument(
+        "--layout",
+        choices=["grid", "table"],
+        default="grid",
+        help="grid: cells of 'coded -> plain'; table: each coded letter above its plain letter",
+    )
+    crypt.add_argument(
         "--worked-steps",
         action="store_true",
         help="the targets' reasoning lists each lookup (d -> c, ...) before <chars>",
@@ -318,6 +324,7 @@ def _cryptogram(args: argparse.Namespace) -> int:
             order=args.order,
             worked_steps=args.worked_steps,
             letter_colours=args.letter_colours,
+            layout=args.layout,
         )
         generate(spec)  # messages only (cheap): too few words fails before the folder is claimed
     except (ValueError, OSError) as err:

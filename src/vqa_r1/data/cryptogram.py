@@ -134,6 +134,9 @@ class CryptogramSpec:
     # each letter drawn in its own colour (synthetic.LETTER_COLORS: a-f), for the tiny models,
     # whose vision towers tell colours apart but not letter shapes; needs an alphabet within a-f
     letter_colours: bool = False
+    # grid: cells of "coded -> plain"; table: two rows, each coded letter above the letter it
+    # stands for (the curriculum's letter tables, data/curriculum.py, drawn the same way)
+    layout: Literal["grid", "table"] = "grid"
 
     def __post_init__(self) -> None:
         self.word_counts = tuple(int(n) for n in self.word_counts)
@@ -157,6 +160,8 @@ class CryptogramSpec:
                 f"letter_colours draws the letters {''.join(LETTER_COLORS)} only, not "
                 f"{''.join(sorted(set(letters) - set(LETTER_COLORS)))}: use an alphabet within them"
             )
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be grid or table, got {self.layout!r}")
         if self.image_size < 48:
             raise ValueError(f"image_size must be 48 or more, got {self.image_size}")
         if self.order not in ("curriculum", "shuffled"):
@@ -293,9 +298,17 @@ def _grid_shape(n: int) -> tuple[int, int]:
     return n, 1
 
 
-def draw_decoder(cryptogram: Cryptogram, size: int, letter_colours: bool = False) -> Image.Image:
-    """The decoder image: one cell per letter, ``coded -> plain``, on a light grid; the coded
-    letters dark and the plain ones blue, or each letter in its own colour (``letter_colours``)."""
+def draw_decoder(
+    cryptogram: Cryptogram, size: int, letter_colours: bool = False, layout: str = "grid"
+) -> Image.Image:
+    """The decoder image: one cell per letter, ``coded -> plain``, on a light grid, or (``table``)
+    the coded letters in a top row with each plain letter under its code; the coded letters dark
+    and the plain ones blue, or each letter in its own colour (``letter_colours``)."""
+    if layout == "table":
+        from vqa_r1.data.curriculum import Table, draw_table
+
+        pairs = [(code, cryptogram.decoder[code]) for code in cryptogram.cells]
+        return draw_table(Table(pairs, "under"), size, None if letter_colours else (_INK, _PLAIN))
     n = len(cryptogram.cells)
     columns, rows = _grid_shape(n)
     image = Image.new("RGB", (size, size), (255, 255, 255))
@@ -396,21 +409,32 @@ def generate(spec: CryptogramSpec) -> dict[str, list[Cryptogram]]:
     return {split: out[split] for split in spec.splits}
 
 
-def problem_text(coded: str) -> str:
+# what the question says the image is, per layout
+LAYOUTS = {
+    "grid": "each cell shows a coded letter, an arrow and the letter it stands for",
+    "table": "each coded letter in the top row is written above the letter it stands for",
+}
+
+
+def problem_text(coded: str, layout: str = "grid") -> str:
     """The question for a coded message as shown (``r h q _ c t``): what the image is, the code."""
     return (
-        "The image is a decoder: each cell shows a coded letter, an arrow and the letter it "
-        f"stands for. Decode this message; {SPACE_CODE} stands for a space between words. "
-        f"The coded message is: {coded}."
+        f"The image is a decoder: {LAYOUTS[layout]}. Decode this message; {SPACE_CODE} stands "
+        f"for a space between words. The coded message is: {coded}."
     )
 
 
 def decoded_row(
-    coded: str, message: str, image_path: str, mapping: dict, reasoning: str | None = None
+    coded: str,
+    message: str,
+    image_path: str,
+    mapping: dict,
+    reasoning: str | None = None,
+    layout: str = "grid",
 ) -> dict:
     """A dataset row of one coded message and its plain ``message`` (the generator's and the
     r1_vlm converter's; the columns ``open_split``, ``trainer_rows`` and the rewards read)."""
-    problem = problem_text(coded)
+    problem = problem_text(coded, layout)
     count = len(message.split())
     return {
         "image_path": image_path,
@@ -442,11 +466,13 @@ def reasoning_text(cryptogram: Cryptogram, worked_steps: bool = False) -> str:
     return f"{steps}. {chars}"
 
 
-def row(cryptogram: Cryptogram, image_path: str, worked_steps: bool = False) -> dict:
+def row(
+    cryptogram: Cryptogram, image_path: str, worked_steps: bool = False, layout: str = "grid"
+) -> dict:
     """The dataset row of a generated example."""
     reasoning = reasoning_text(cryptogram, worked_steps)
     return decoded_row(
-        cryptogram.coded, cryptogram.message, image_path, cryptogram.decoder, reasoning
+        cryptogram.coded, cryptogram.message, image_path, cryptogram.decoder, reasoning, layout
     )
 
 
@@ -476,11 +502,11 @@ def write_dataset(
             rows = []
             for i, cryptogram in enumerate(items):
                 rel_path = f"images/{split}/{i:06d}.png"
-                draw_decoder(cryptogram, spec.image_size, spec.letter_colours).save(
+                draw_decoder(cryptogram, spec.image_size, spec.letter_colours, spec.layout).save(
                     tmp / rel_path, compress_level=1
                 )
                 image_path = str((out_dir / rel_path).resolve())
-                rows.append(row(cryptogram, image_path, spec.worked_steps))
+                rows.append(row(cryptogram, image_path, spec.worked_steps, spec.layout))
             splits[split] = Dataset.from_list(rows)
         DatasetDict(splits).save_to_disk(str(tmp / "hf"))
         meta = {"kind": "cryptogram", **spec_dict(spec)}

@@ -414,10 +414,13 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
-def draw_table(table: Table, size: int) -> Image.Image:
+def draw_table(
+    table: Table, size: int, inks: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
+) -> Image.Image:
     """A grid of two rows (``under``: keys on top) or two columns (``next``: keys on the left),
-    one cell per letter, each letter bold in its own colour (LETTER_COLORS; black for others), on
-    white with grey lines."""
+    one cell per letter, each letter bold in its own colour (LETTER_COLORS; black for others), or
+    keys and values each in one of ``inks``, on white with grey lines. (A cryptogram decoder drawn
+    as a table, data/cryptogram.py, is this drawing of a whole alphabet.)"""
     n = len(table.pairs)
     image = Image.new("RGB", (size, size), (255, 255, 255))
     pen = ImageDraw.Draw(image)
@@ -425,7 +428,7 @@ def draw_table(table: Table, size: int) -> Image.Image:
     font = _font(max(8, int(min(long_side, short_side) * 0.7)))
     for index, (key, value) in enumerate(table.pairs):
         for part, letter in enumerate((key, value)):
-            ink = LETTER_COLORS.get(letter, (0, 0, 0))
+            ink = inks[part] if inks else LETTER_COLORS.get(letter, (0, 0, 0))
             if table.layout == "under":  # column ``index``, row ``part``
                 x0, y0, w, h = index * long_side, part * short_side, long_side, short_side
             else:  # row ``index``, column ``part``

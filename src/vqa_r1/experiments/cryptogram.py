@@ -63,6 +63,7 @@ def cryptogram_spec(spec):
             order=spec.cryptogram_order,
             worked_steps=spec.cryptogram_worked_steps,
             letter_colours=spec.cryptogram_letter_colours,
+            layout=spec.cryptogram_layout,
         )
     except ValueError as e:
         raise UserError(f"experiment: cryptograms: {e}") from None
@@ -84,7 +85,7 @@ def cryptogram_data(b: Builder) -> str:
         f"{s.cryptogram_validation}, test {s.cryptogram_test}; alphabet {s.cryptogram_alphabet}, "
         f"{'/'.join(map(str, s.cryptogram_word_counts))} words of "
         f"{'-'.join(map(str, s.cryptogram_word_lengths))} letters ({s.cryptogram_words}), "
-        f"{s.cryptogram_image_size} px, seed {s.cryptogram_seed}"
+        f"{s.cryptogram_image_size} px {s.cryptogram_layout}, seed {s.cryptogram_seed}"
         f"{', worked steps' if s.cryptogram_worked_steps else ''}"
         f"{', letters in colours' if s.cryptogram_letter_colours else ''})"
     )

@@ -154,6 +154,11 @@ class ExperimentSpec:
         help="cryptogram: each letter drawn in its own colour (alphabet within abcdef; the tiny "
         "models' vision towers tell colours apart, not letter shapes); false for hub models",
     )
+    cryptogram_layout: Literal["grid", "table"] = option(
+        "table",
+        help="cryptogram: the decoder drawn as cells of 'coded -> plain' (grid) or as two rows, "
+        "each coded letter above its plain letter (table: the tiny models' curriculum tables)",
+    )
     cryptogram_grpo_from: Literal["base", "sft"] = option(
         "sft",
         help="cryptogram: where both GRPO runs start: the base model (r1_vlm) or the SFT run "
