@@ -29,7 +29,11 @@ from vqa_r1.models.loading import PRETRAINED_DIR
 from vqa_r1.models.registry import MODELS, PRETRAINED
 from vqa_r1.train.pretrain import read_record
 
-SHIPPED = list(PRETRAINED.values())
+# every registered pretrained model, the families' defaults first
+SHIPPED = [
+    *PRETRAINED.values(),
+    *(n for n, m in MODELS.items() if m.pretrained and n not in PRETRAINED.values()),
+]
 
 
 def test_curriculum_covers_every_task_and_never_the_demo_task():
@@ -209,7 +213,7 @@ def test_shipped_record_loads_and_its_card_command_gives_its_settings(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", SHIPPED[:1])
+@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl-pretrained", "tiny-qwen2.5-vl-studies"])
 def test_card_command_reproduces_the_shipped_run(tmp_path, name):
     """The card's command, stopped after 30 steps, logs the shipped run's first losses."""
     args = _card_command(name)
@@ -257,6 +261,15 @@ def test_pretrain_dry_run_writes_nothing_and_bad_settings_fail_first(tmp_path):
         "pretrain", "--family", "smolvlm", "--out", str(out), "--set", "weights={poems: 1}"
     )
     assert bad.returncode == 2 and "weights: unknown curriculum tasks ['poems']" in bad.stderr
+    # name: a registered pretrained model of the family (another family's is refused)
+    bad = _launch(
+        "pretrain", "--family", "smolvlm", "--out", str(out), "--set",
+        "name=tiny-qwen2.5-vl-studies", "--dry-run",
+    )  # fmt: skip
+    assert (
+        bad.returncode == 2 and "name: 'tiny-qwen2.5-vl-studies' is not a registered" in bad.stderr
+    )
+    assert "choose from tiny-smolvlm-pretrained" in bad.stderr
     assert not out.exists()
 
 
@@ -298,6 +311,8 @@ DEFAULT_ROWS_FINGERPRINT = {
     "tiny-qwen2.5-vl-pretrained": "fde8e185ef2df77e",
     "tiny-internvl-pretrained": "262b88b5b7d17600",
     "tiny-smolvlm-pretrained": "f58ec8983f4ac0f2",
+    # count and cell on (its card's weights), cell letters a-f in colours
+    "tiny-qwen2.5-vl-studies": "7a0ec006fcb4cb78",
 }
 
 

@@ -176,8 +176,15 @@ class Builder:
     def config(self, verb: str, extra: list[str] | None = None) -> RunConfig:
         """The model's recipe for ``verb`` + the spec's settings + the command line's."""
         key = verb.replace("-", "_")
-        items = [*getattr(self.spec.settings, key), *self.overrides[key], *(extra or [])]
+        items = [*self.spec_settings(key), *self.overrides[key], *(extra or [])]
         return load_config(verb, self.model, None, items)
+
+    def spec_settings(self, key: str) -> list[str]:
+        """The spec's settings of one verb, then its ``tiny_settings`` when the model is tiny."""
+        from vqa_r1.models.registry import get_spec
+
+        tiny = getattr(self.spec.tiny_settings, key) if get_spec(self.model).tiny else []
+        return [*getattr(self.spec.settings, key), *tiny]
 
     # ------------------------------------------------------------------------- seeds
     def seeds(self, verb: str) -> list[int | None]:
@@ -189,7 +196,7 @@ class Builder:
         if verb == "prompt_tune":
             from vqa_r1.train.prompt_tuning import config_from_overrides
 
-            items = [f"model.name={self.model}", *self.spec.settings.prompt_tune]
+            items = [f"model.name={self.model}", *self.spec_settings("prompt_tune")]
             base = config_from_overrides([*items, *self.overrides["prompt_tune"]]).train.seed
             return [base + k for k in range(self.spec.seeds)]
         base = self.config(verb).train.seed
@@ -351,7 +358,7 @@ class Builder:
             f"model.name={self.model}",
             f"mode={mode}",
             f"eval.split={self.spec.eval_split}",
-            *self.spec.settings.prompt_tune,
+            *self.spec_settings("prompt_tune"),
             *self.overrides["prompt_tune"],
             *(extra or []),
         ]

@@ -173,6 +173,9 @@ class ExperimentSpec:
         minimum=1,
     )
     settings: VerbSettings = field(default_factory=VerbSettings)
+    # after ``settings``, for the tiny models only (built or pretrained here, ModelSpec.tiny): what
+    # a tiny model needs to learn the task in minutes on a CPU and a hub model must not get
+    tiny_settings: VerbSettings = field(default_factory=VerbSettings)
 
     def __post_init__(self) -> None:
         if self.seeds < 1:  # also when built without the typed loader

@@ -50,6 +50,16 @@ MODELS: dict[str, ModelSpec] = {
             "pretrained, <1M",
             True,
         ),
+        # the same tiny Qwen pretrained with the curriculum's count and cell tasks on, for the
+        # counting and cryptogram experiments (its True/False comparison stayed at chance)
+        ModelSpec(
+            "tiny-qwen2.5-vl-studies",
+            "qwen2_5_vl",
+            None,
+            "tiny-pretrained",
+            "pretrained (+count, cell), <1M",
+            True,
+        ),
         ModelSpec(
             "tiny-internvl-pretrained", "internvl", None, "tiny-pretrained", "pretrained, <1M", True
         ),

@@ -41,7 +41,7 @@ from vqa_r1.models.adapters import get_adapter
 from vqa_r1.models.device import resolve_device
 from vqa_r1.models.generation import GenerationSettings, Generator
 from vqa_r1.models.loading import LoadedModel
-from vqa_r1.models.registry import FAMILIES, PRETRAINED, get_spec
+from vqa_r1.models.registry import FAMILIES, MODELS, PRETRAINED, get_spec
 from vqa_r1.models.tiny import TinySize, tiny_model_dir
 from vqa_r1.recipes import all_data_configs
 from vqa_r1.run_dir import latest_checkpoint
@@ -80,6 +80,11 @@ class PretrainConfig:
     eval_examples: int = option(
         200, help="held-out examples per task for the card's read-out accuracy", minimum=1
     )
+    name: str = option(
+        "",
+        help="the registered pretrained model this run makes (its card's title and folder); "
+        "empty: the family's tiny-<family>-pretrained",
+    )
     weights: dict[str, float] = option(
         default_factory=dict,
         help="curriculum task weights; {} = the curriculum's own (count and cell off), e.g. "
@@ -106,6 +111,17 @@ def validate(cfg: PretrainConfig) -> None:
         raise UserError("weights: at least one task needs a positive weight")
     if cfg.learning_rate <= 0:
         raise UserError("learning_rate must be positive")
+    shipped = [n for n, m in MODELS.items() if m.pretrained and m.family == cfg.family]
+    if cfg.name and cfg.name not in shipped:
+        raise UserError(
+            f"name: {cfg.name!r} is not a registered pretrained {cfg.family} model; "
+            f"choose from {', '.join(shipped)}"
+        )
+
+
+def model_name(cfg: PretrainConfig) -> str:
+    """The registered pretrained model a run makes: ``name``, or the family's default one."""
+    return cfg.name or PRETRAINED[cfg.family]
 
 
 def curriculum_config(cfg: PretrainConfig) -> Any:
@@ -318,7 +334,7 @@ def readout_accuracy(model_dir: str | Path, cfg: PretrainConfig) -> dict:
     model, processor = adapter.load(model_dir, "float32", device=device)
     model.eval()
     loaded = LoadedModel(
-        get_spec(PRETRAINED[cfg.family]), adapter, model, processor, Path(model_dir), device
+        get_spec(model_name(cfg)), adapter, model, processor, Path(model_dir), device
     )
     ccfg = curriculum_config(cfg)
     ccfg.seed = cfg.seed + 1_000  # held out from the training examples
@@ -382,7 +398,7 @@ def card_command(cfg: PretrainConfig) -> str:
     ]
     return (
         f"vqa-r1 pretrain --family {family} --out src/vqa_r1/models/pretrained/"
-        f"{PRETRAINED[cfg.family]}{''.join(sets)}"
+        f"{model_name(cfg)}{''.join(sets)}"
     )
 
 
@@ -399,7 +415,7 @@ def _extra_tasks(cfg: PretrainConfig) -> str:
 def model_card(record: dict) -> str:
 
     cfg = build(PretrainConfig, record["config"])
-    name = PRETRAINED[cfg.family]
+    name = model_name(cfg)
     rows = "\n".join(
         f"| {task} | {r['n']} | {r['exact']:.3f} | {r['answer']:.3f} |"
         for task, r in record["readout"].items()
