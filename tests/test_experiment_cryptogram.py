@@ -123,6 +123,23 @@ def test_plan_wires_rewards_order_data_and_tables(tmp_path):
     ]
 
 
+def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
+    """The spec's tiny_settings (600 SFT steps at 2e-3, 128-token budgets, 100 GRPO steps) apply
+    to a tiny model after the spec's settings, never to a hub model; --set still wins."""
+    job = JobOptions(executor="local", dry_run=True)
+    for model, tiny in ((TINY, True), ("tiny-qwen2.5-vl-studies", True), ("qwen2.5-vl-3b", False)):
+        b = plan_experiment("cryptogram", model, [], str(tmp_path / model), job)
+        steps = {s.name: s.info["settings"] for s in b.steps if s.name != "tables"}
+        sft, grpo, ev = steps["runs/sft"], steps["runs/grpo-gated"], steps["eval/sft"]
+        assert sft["train.train_sampling_strategy"] == "sequential"  # settings: every model
+        assert (sft["train.max_steps"] == 600 and sft["train.learning_rate"] == 2e-3) is tiny
+        assert (grpo["train.max_steps"] == 100) is tiny
+        assert (grpo["train.max_completion_length"] == 128) is tiny
+        assert (ev["eval.max_new_tokens"] == 128) is tiny
+    b = plan_experiment("cryptogram", TINY, ["sft:train.max_steps=7"], str(tmp_path / "s"), job)
+    assert next(s for s in b.steps if s.name == "runs/sft").info["settings"]["train.max_steps"] == 7
+
+
 def test_grpo_from_base_and_seeds(tmp_path):
     b = _plan(tmp_path, "experiment.cryptogram_grpo_from=base", "experiment.seeds=2")
     steps = {s.name: s for s in b.steps}
@@ -159,7 +176,9 @@ def test_bad_settings_are_refused_before_anything_is_queued(tmp_path, overrides,
 
 def test_spec_loads_with_its_sizes():
     spec = load_spec("cryptogram")
-    assert spec.cryptogram_alphabet == "abcdef" and spec.cryptogram_word_counts == [1, 2]
+    assert spec.cryptogram_alphabet == "abcde" and spec.cryptogram_word_counts == [1, 2]
+    assert spec.cryptogram_layout == "table" and spec.cryptogram_image_size == 112
+    assert spec.cryptogram_letter_colours and spec.cryptogram_worked_steps
     assert spec.cryptogram_order == "curriculum" and spec.settings.grpo == [
         "train.shuffle_dataset=false"
     ]
@@ -171,7 +190,7 @@ def _evaluation(folder: Path, right: int, n: int = 20) -> None:
 
     records = []
     for i in range(n):
-        message = "ab cd" if i % 2 else "ef"
+        message = "ab cd" if i % 2 else "ea"
         answer = message if i < right else "zz"
         chars = " _ ".join(" ".join(w) for w in message.split())
         text = f"<think> <chars> {chars} </chars> </think> <answer> {answer} </answer>"
@@ -180,7 +199,7 @@ def _evaluation(folder: Path, right: int, n: int = 20) -> None:
                 "true_response": message,
                 "predicted_response": text,
                 "answer_type": "cryptogram",
-                "coded_message": "c d _ e f" if i % 2 else "a b",
+                "coded_message": "c d _ e a" if i % 2 else "b c",
             }
         )
     folder.mkdir(parents=True, exist_ok=True)
@@ -216,16 +235,16 @@ def test_tables_from_fake_evaluations(tmp_path):
     assert "| sft+grpo | gated | 1.000 | 0.800 | 0.000 | 1.000 | 20 | 0.800 |" in table
     assert "p vs model=base" in table and "p vs rewards=ungated (same model)" in table
     assert "char accuracy" in table and "chars nearer code" in table
-    # the random-guess floor: "a b" -> "ef" has 14 of the 265 derangements of six letters agreeing,
-    # "c d _ e f" -> "ab cd" 2; each row tested above their mean by the exact binomial
-    floor = (14 / 265 + 2 / 265) / 2
+    # the random-guess floor: "b c" -> "ea" has 4 of the 44 derangements of the spec's five
+    # letters agreeing, "c d _ e a" -> "ab cd" 1; each row tested above their mean (exact binomial)
+    floor = (4 / 44 + 1 / 44) / 2
     with (root / "tables/accuracy.csv").open() as f:
         rows = {(r["model"], r["rewards"]): r for r in csv.DictReader(f)}
     assert [float(r["random guess"]) for r in rows.values()] == pytest.approx([floor] * 4, abs=5e-4)
     above = "p vs random guess (one-sided)"
     assert float(rows["base", "-"][above]) == pytest.approx(
         one_sided_binomial_p(2, 20, floor), abs=5e-4
-    )  # about 0.12
+    )  # about 0.3
     assert float(rows["sft+grpo", "gated"][above]) < 5e-4
     per = (root / "tables/accuracy_per_words.md").read_text()
     assert "| words | n | accuracy | ci_low | ci_high | char accuracy |" in per
@@ -304,3 +323,13 @@ def test_seeded_tables_reread_each_item_by_the_cryptogram_rule(tmp_path):
     assert float(gated["accuracy"]) == pytest.approx(0.85)  # (18 + 16) / 40
     assert float(gated["p vs rewards=ungated (same model)"]) < 0.05
     assert float(gated["diff vs model=base"]) == pytest.approx(0.85 - 0.2)
+
+
+def test_a_set_the_floor_cannot_be_counted_for_gets_none_not_a_crash():
+    """Responses from another alphabet (more letters than the spec declares): no floor, no p."""
+    from vqa_r1.report.experiment import guess_columns
+
+    records = [{"coded_message": "x y", "true_response": "ab"}]
+    row = {"_responses": lambda: records, "correct": 1, "n": 1}
+    columns = guess_columns([row], {"kind": "guess", "alphabet_size": 2})
+    assert columns == {"random guess": [None], "p vs random guess (one-sided)": [None]}

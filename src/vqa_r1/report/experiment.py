@@ -352,15 +352,18 @@ def _guess_share(records: list[dict] | None, test: dict) -> float | None:
 
     if not records:
         return None
-    chances = [
-        guess_chance(
-            r["coded_message"],
-            r["true_response"],
-            test["alphabet_size"],
-            test.get("derangement", True),
-        )
-        for r in records
-    ]
+    try:
+        chances = [
+            guess_chance(
+                r["coded_message"],
+                r["true_response"],
+                test["alphabet_size"],
+                test.get("derangement", True),
+            )
+            for r in records
+        ]
+    except (KeyError, ValueError):  # not this spec's cryptograms (e.g. another alphabet): no floor
+        return None
     return sum(chances) / len(chances)
 
 
