@@ -132,6 +132,19 @@ def test_decoder_image_has_every_cell(size):
     assert sum(1 for p in pixels if max(p) < 80) > 26
 
 
+def test_worked_steps_read_the_table_then_look_each_letter_up():
+    """The worked-steps reasoning: the decoder cell by cell in the image's order, then each coded
+    character's lookup (``_`` for a space), then ``<chars>``; without them, ``<chars>`` alone."""
+    from vqa_r1.data.cryptogram import Cryptogram, reasoning_text
+
+    c = Cryptogram({"a": "c", "b": "a", "c": "b"}, ["b", "c", "a"], "ab c")
+    assert c.coded == "b c _ a"
+    assert reasoning_text(c) == "<chars> a b _ c </chars>"
+    assert reasoning_text(c, worked_steps=True) == (
+        "b -> a, c -> b, a -> c. b -> a, c -> b, _, a -> c. <chars> a b _ c </chars>"
+    )
+
+
 def test_letters_in_colours_are_drawn_each_in_its_own():
     """``letter_colours``: every letter of the decoder in its LETTER_COLORS ink (a-f only)."""
     import random

@@ -117,7 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     crypt.add_argument(
         "--worked-steps",
         action="store_true",
-        help="the targets' reasoning lists each lookup (d -> c, ...) before <chars>",
+        help="the targets' reasoning reads the decoder cell by cell, then looks each coded "
+        "letter up (d -> c, ...), before <chars>",
     )
     crypt.add_argument(
         "--letter-colours",

@@ -129,7 +129,8 @@ class CryptogramSpec:
     derangement: bool = True
     # curriculum: train rows ordered by word count (all one-word messages first); shuffled: mixed
     order: Literal["curriculum", "shuffled"] = "curriculum"
-    # the reasoning also lists each lookup ("r -> c, h -> a, ...") before the <chars> block
+    # the reasoning first reads the decoder cell by cell, then lists each lookup ("r -> c, h -> a,
+    # ..."), before the <chars> block
     worked_steps: bool = False
     # each letter drawn in its own colour (synthetic.LETTER_COLORS: a-f), for the tiny models,
     # whose vision towers tell colours apart but not letter shapes; needs an alphabet within a-f
@@ -454,16 +455,19 @@ def decoded_row(
 
 
 def reasoning_text(cryptogram: Cryptogram, worked_steps: bool = False) -> str:
-    """The target reasoning: optionally every lookup, then the ``<chars>`` block."""
+    """The target reasoning: the ``<chars>`` block, or (``worked_steps``) first the decoder read
+    cell by cell in the image's order (``a -> c, b -> d, ...``, as the curriculum's cell task reads
+    its tables), then each coded character looked up in that reading, then ``<chars>``."""
     chars = f"<chars> {cryptogram.chars} </chars>"
     if not worked_steps:
         return chars
-    codes = cryptogram.coded.split(" ")
+    decoder = cryptogram.decoder
+    table = ", ".join(f"{code} -> {decoder[code]}" for code in cryptogram.cells)
     steps = ", ".join(
-        f"{code} -> {' ' if code == SPACE_CODE else cryptogram.decoder[code]}".rstrip()
-        for code in codes
+        SPACE_CODE if code == SPACE_CODE else f"{code} -> {decoder[code]}"
+        for code in cryptogram.coded.split(" ")
     )
-    return f"{steps}. {chars}"
+    return f"{table}. {steps}. {chars}"
 
 
 def row(
@@ -520,7 +524,7 @@ def cryptogram_target(spec: CryptogramSpec, root: Path | None = None) -> Path:
 
     from vqa_r1.paths import cache_root
 
-    key = json.dumps([spec_dict(spec), 1], sort_keys=True)
+    key = json.dumps([spec_dict(spec), 2], sort_keys=True)  # 2: worked steps read the table first
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return (root or cache_root() / "data") / f"cryptogram-{digest}"
 

@@ -146,8 +146,8 @@ class ExperimentSpec:
     )
     cryptogram_worked_steps: bool = option(
         False,
-        help="cryptogram: the SFT targets' reasoning lists each lookup (d -> c, f -> a, ...) "
-        "before <chars> (r1_vlm's targets: <chars> alone)",
+        help="cryptogram: the SFT targets' reasoning reads the decoder cell by cell, then looks "
+        "each coded letter up (d -> c, ...), then <chars> (r1_vlm's targets: <chars> alone)",
     )
     cryptogram_letter_colours: bool = option(
         True,
