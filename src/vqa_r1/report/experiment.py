@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -325,15 +326,18 @@ def _majority_share(scores_path: Path, scores: dict) -> float | None:
     return max(labels.values()) / len(records) if records else None
 
 
-def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
-    """Each row's most-frequent-answer share and the one-sided p of its accuracy above it: the
-    exact binomial test for one run, the bootstrap over seeds and items for a seeded row."""
+def above_floor_columns(
+    rows: list[dict], share_of: Callable[[dict], float | None], name: str
+) -> dict[str, list[float | None]]:
+    """Each row's floor (``share_of``: what answering without the skill scores on its set) under
+    ``name``, and the one-sided p of its accuracy above it: the exact binomial test for one run,
+    the bootstrap over seeds and items for a seeded row."""
     from vqa_r1.report.seeds import bootstrap_above
 
     shares: list[float | None] = []
     ps: list[float | None] = []
     for r in rows:
-        share = r["_majority"]() if r.get("_majority") else None
+        share = share_of(r)
         shares.append(share)
         if share is None:
             ps.append(None)
@@ -342,7 +346,15 @@ def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
             ps.append(None if runs is None else bootstrap_above(runs, share))
         else:
             ps.append(one_sided_binomial_p(r["correct"], r["n"], share) if _has_counts(r) else None)
-    return {"most frequent answer": shares, "p vs most frequent answer (one-sided)": ps}
+    return {name: shares, f"p vs {name} (one-sided)": ps}
+
+
+def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
+    """Counts: each row's most-frequent-answer share (always giving the commonest answer) and the
+    p of its accuracy above it."""
+    return above_floor_columns(
+        rows, lambda r: r["_majority"]() if r.get("_majority") else None, "most frequent answer"
+    )
 
 
 def _guess_share(records: list[dict] | None, test: dict) -> float | None:
@@ -368,27 +380,16 @@ def _guess_share(records: list[dict] | None, test: dict) -> float | None:
 
 
 def guess_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]]:
-    """Each row's random-guess floor (a model that writes the format and keeps the rules but
-    never reads the decoder) and the one-sided p of its accuracy above it. One run: the exact
-    binomial at the items' mean chance, conservative for the items' unequal chances (Hoeffding
-    1956: a sum of unequal Bernoulli trials is no likelier than the binomial of their mean to
-    exceed its mean by one or more, so wherever p is small); a seeded row: the bootstrap over
-    seeds and items."""
-    from vqa_r1.report.seeds import bootstrap_above
-
-    shares: list[float | None] = []
-    ps: list[float | None] = []
-    for r in rows:
-        share = _guess_share(r["_responses"](), test) if r.get("_responses") else None
-        shares.append(share)
-        if share is None:
-            ps.append(None)
-        elif r.get("_seeded"):
-            runs = r["_runs"]() if r.get("_runs") else None
-            ps.append(None if runs is None else bootstrap_above(runs, share))
-        else:
-            ps.append(one_sided_binomial_p(r["correct"], r["n"], share) if _has_counts(r) else None)
-    return {"random guess": shares, "p vs random guess (one-sided)": ps}
+    """Cryptograms: each row's random-guess floor (a model that writes the format and keeps the
+    rules but never reads the decoder) and the p of its accuracy above it. For one run the exact
+    binomial at the items' mean chance is conservative for their unequal chances (Hoeffding 1956:
+    a sum of unequal Bernoulli trials is no likelier than the binomial of their mean to exceed its
+    mean by one or more, so wherever p is small)."""
+    return above_floor_columns(
+        rows,
+        lambda r: _guess_share(r["_responses"](), test) if r.get("_responses") else None,
+        "random guess",
+    )
 
 
 def chance_column(rows: list[dict]) -> list[float | None]:
