@@ -1,5 +1,6 @@
-"""The curriculum's off-by-default tasks ``count`` and ``cell``: well-formed, deterministic, never
-in the shipped models' rows, and disjoint from the counting and cryptogram studies' held-out data."""
+"""The curriculum's off-by-default tasks ``count``, ``cell`` and ``lookup``: well-formed,
+deterministic, never in the shipped models' rows, and disjoint from the counting and cryptogram
+studies' held-out data."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from vqa_r1.data.curriculum import (
     COUNT_QUESTIONS,
     COUNT_RANGE,
     DEFAULT_WEIGHTS,
+    LOOKUP_LENGTH,
+    LOOKUP_PAIRS,
     TASKS,
     CurriculumConfig,
     generate_examples,
@@ -92,7 +95,42 @@ def test_cell_rows_answer_the_letter_paired_with_the_asked_key():
     assert set(layouts) == set(CELL_QUESTIONS) and min(layouts.values()) > 200
 
 
-@pytest.mark.parametrize("task", ["count", "cell"])
+LOOKUP_QUESTION = re.compile(
+    r"Table: (.+)\. Look up each letter of this message in the table; _ stands for a space\. "
+    r"The message is: (.+)\."
+)
+
+
+def test_lookup_rows_look_each_letter_of_the_message_up_in_the_tables_text():
+    _, examples = _examples("lookup", 600)
+    spaced = 0
+    for e in examples:
+        assert e.task == "lookup" and e.scene is None and e.table is None and not e.has_image
+        assert e.fingerprint() is None
+        table, message = LOOKUP_QUESTION.fullmatch(e.question).groups()
+        pairs = [tuple(cell.split(" -> ")) for cell in table.split(", ")]
+        keys, values = zip(*pairs, strict=True)
+        assert LOOKUP_PAIRS[0] <= len(pairs) <= LOOKUP_PAIRS[1]
+        assert len(set(keys)) == len(keys) and len(set(values)) == len(values)
+        assert set(keys) != set(values) and all(k != v for k, v in pairs)  # never a decoder
+        assert set(keys) | set(values) <= set(LETTER_COLORS)
+        letters = message.split(" ")
+        assert LOOKUP_LENGTH[0] <= len(letters) <= LOOKUP_LENGTH[1]
+        assert "_" not in (letters[0], letters[-1]) and set(letters) - {"_"} <= set(keys)
+        spaced += "_" in letters
+        reasoning, answer = re.fullmatch(
+            r"<think> (.+) </think> <answer> (.+) </answer>", e.target
+        ).groups()
+        mapping = dict(pairs)
+        # the cryptogram's worked steps and <chars> block, written the same way
+        assert (
+            reasoning == ", ".join(c if c == "_" else f"{c} -> {mapping[c]}" for c in letters) + "."
+        )
+        assert answer.split(" ") == [mapping.get(c, c) for c in letters]
+    assert 150 < spaced < 450
+
+
+@pytest.mark.parametrize("task", ["count", "cell", "lookup"])
 def test_new_tasks_are_deterministic_by_seed(task):
     cfg, first = _examples(task, 60, seed=4)
     _, again = _examples(task, 60, seed=4)
@@ -100,8 +138,13 @@ def test_new_tasks_are_deterministic_by_seed(task):
     assert [e.target for e in first] == [e.target for e in again]
     assert [e.question for e in first] == [e.question for e in again]
     for a, b in zip(first[:10], again[:10], strict=True):
-        assert render(a, cfg.scene).tobytes() == render(b, cfg.scene).tobytes()
-    assert [e.fingerprint() for e in first] != [e.fingerprint() for e in other]
+        if task == "lookup":  # text only
+            assert render(a, cfg.scene) is None and render(b, cfg.scene) is None
+        else:
+            assert render(a, cfg.scene).tobytes() == render(b, cfg.scene).tobytes()
+    assert [e.question for e in first] != [e.question for e in other]
+    if task != "lookup":
+        assert [e.fingerprint() for e in first] != [e.fingerprint() for e in other]
 
 
 def test_default_weights_leave_the_new_tasks_off_and_weights_turn_them_on():
@@ -116,13 +159,17 @@ def test_default_weights_leave_the_new_tasks_off_and_weights_turn_them_on():
     assert CurriculumConfig().weights == DEFAULT_WEIGHTS and set(TASKS) - set(DEFAULT_WEIGHTS) == {
         "count",
         "cell",
+        "lookup",
     }
     assert readout_tasks(PretrainConfig()) == list(DEFAULT_WEIGHTS)
     default = generate_examples(3000, CurriculumConfig(seed=1), REASONING_INSTRUCTION)
     assert {e.task for e in default} == set(DEFAULT_WEIGHTS)
-    weights = "{layout: 0.15, which: 0.2, verify: 0.25, text_claim: 0.4, count: 0.15, cell: 0.15}"
-    cfg = config_from_overrides("qwen2.5-vl", [f"weights={weights}", "examples=200"])
-    assert cfg.weights["count"] == 0.15 and cfg.weights["cell"] == 0.15
+    weights = (
+        "{layout: 0.15, which: 0.2, verify: 0.25, text_claim: 0.4, count: 0.15, cell: 0.15, "
+        "lookup: 0.15}"
+    )
+    cfg = config_from_overrides("qwen2.5-vl", [f"weights={weights}", "examples=300"])
+    assert cfg.weights["count"] == 0.15 and cfg.weights["lookup"] == 0.15
     assert readout_tasks(cfg) == list(TASKS)
     rows = build_rows(cfg, get_adapter(cfg.family))
     seen = Counter()
@@ -131,13 +178,16 @@ def test_default_weights_leave_the_new_tasks_off_and_weights_turn_them_on():
         target = row["completion"][0]["content"][0]["text"]
         has_image = any(part["type"] == "image" for part in row["prompt"][0]["content"])
         assert len(row["images"]) == int(has_image)
-        if " -> " in target:
+        if "Look up each letter" in row["prompt"][0]["content"][-1]["text"]:
+            seen["lookup"] += 1
+            assert not has_image and " -> " in target
+        elif " -> " in target:
             seen["cell"] += 1
             assert has_image and row["images"][0].size == (112, 112)
         elif re.search(r"\d objects?\. </think>", target):
             seen["count"] += 1
             assert has_image
-    assert seen["cell"] > 10 and seen["count"] > 10
+    assert seen["cell"] > 10 and seen["count"] > 10 and seen["lookup"] > 10
 
 
 def test_new_tasks_follow_the_held_out_fingerprint_check():
@@ -192,6 +242,10 @@ def test_cell_tables_are_never_the_cryptogram_studys_decoders():
 
     _, examples = _examples("cell", 2000)
     ours = {e.fingerprint() for e in examples}
+    _, lookups = _examples("lookup", 2000)
+    for e in lookups:  # the lookup task's tables, written in its questions
+        table = LOOKUP_QUESTION.fullmatch(e.question).group(1)
+        ours.add(table_fingerprint(tuple(cell.split(" -> ")) for cell in table.split(", ")))
     for spec in (cryptogram_spec(load_spec("cryptogram")), cryptogram.CryptogramSpec()):
         for split, items in cryptogram.generate(spec).items():
             if split == "train":

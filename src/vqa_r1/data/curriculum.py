@@ -77,8 +77,9 @@ GENERAL_INSTRUCTION = (
     "First think about the question in <think> </think> tags, "
     "then give the final answer in <answer> </answer> tags."
 )
-TASKS = ("layout", "which", "verify", "text_claim", "count", "cell")
-# the shipped models' curriculum; count and cell are off (a weight names them to turn them on)
+TASKS = ("layout", "which", "verify", "text_claim", "count", "cell", "lookup")
+# the shipped models' curriculum; count, cell and lookup are off (a weight names them to turn
+# them on)
 DEFAULT_WEIGHTS = {"layout": 0.15, "which": 0.2, "verify": 0.25, "text_claim": 0.4}
 # count: objects per scene. At most 6 (one per colour, so a colour names an object) and never the
 # counting study's condition B (7-10), which stays out of distribution
@@ -93,6 +94,12 @@ COUNT_QUESTIONS = (
 CELL_RANGE = (3, 5)
 CELL_LETTERS = "".join(LETTER_COLORS)
 CELL_QUESTIONS = {"under": "What is written under {key}?", "next": "What is written next to {key}?"}
+# lookup: a letter table written in the question (pairs per table) and a coded message of table
+# keys (letters per message) to look up one by one, "_" standing for a space between words, as in
+# a cryptogram's worked steps (data/cryptogram.py); text only
+LOOKUP_PAIRS = (3, 5)
+LOOKUP_LENGTH = (2, 6)
+LOOKUP_SPACE = "_"
 # Pretraining seeds live far above the demo's and tests' dataset seeds (seed * 1000 + split index,
 # with user seeds well below this offset).
 SEED_OFFSET = 7_000_000
@@ -271,6 +278,8 @@ def make_example(
         return _count(rng, cfg)
     if task == "cell":
         return _cell(rng)
+    if task == "lookup":
+        return _lookup(rng)
     scene = _scene(rng, cfg)
     by_x, by_y = layout_of((o.name, o.box) for o in scene.objects)
     layout = layout_text(by_x, by_y)
@@ -328,17 +337,45 @@ def _cell(rng: random.Random) -> Example:
     bottom), then restates the asked one. Keys are distinct, values distinct, no letter paired
     with itself, and the values are never the keys themselves (a table is never an alphabet
     mapped onto itself, which is what a cryptogram decoder is)."""
-    n = rng.randint(*CELL_RANGE)
-    while True:
-        keys = rng.sample(CELL_LETTERS, n)
-        values = rng.sample(CELL_LETTERS, n)
-        if set(keys) != set(values) and all(k != v for k, v in zip(keys, values, strict=True)):
-            break
-    table = Table(list(zip(keys, values, strict=True)), rng.choice(list(CELL_QUESTIONS)))
+    table = Table(_pairs(rng, *CELL_RANGE), rng.choice(list(CELL_QUESTIONS)))
     key, value = rng.choice(table.pairs)
     question = CELL_QUESTIONS[table.layout].format(key=key)
     reasoning = f"{', '.join(f'{k} -> {v}' for k, v in table.pairs)}. {key} -> {value}."
     return Example("cell", None, question, GENERAL_INSTRUCTION, _target(reasoning, value), table)
+
+
+def _pairs(rng: random.Random, low: int, high: int) -> list[tuple[str, str]]:
+    """``low``-``high`` pairs of CELL_LETTERS: keys distinct, values distinct, no letter paired
+    with itself, and the values never the keys themselves (never an alphabet mapped onto itself,
+    which is what a cryptogram decoder is)."""
+    n = rng.randint(low, high)
+    while True:
+        keys = rng.sample(CELL_LETTERS, n)
+        values = rng.sample(CELL_LETTERS, n)
+        if set(keys) != set(values) and all(k != v for k, v in zip(keys, values, strict=True)):
+            return list(zip(keys, values, strict=True))
+
+
+def _lookup(rng: random.Random) -> Example:
+    """Look each letter of a coded message up in a table written in the question: the reasoning
+    is one ``key -> value`` per letter (``_`` kept as it is), the answer the values, as a
+    cryptogram's worked steps and ``<chars>`` block write them. The skill those steps need and an
+    image cannot teach: finding a letter earlier in the text and copying what follows it."""
+    pairs = _pairs(rng, *LOOKUP_PAIRS)
+    mapping = dict(pairs)
+    length = rng.randint(*LOOKUP_LENGTH)
+    message = [rng.choice(pairs)[0] for _ in range(length)]
+    if length >= 3 and rng.random() < 0.5:  # two words: a space anywhere but at either end
+        message[rng.randint(1, length - 2)] = LOOKUP_SPACE
+    table = ", ".join(f"{k} -> {v}" for k, v in pairs)
+    coded = " ".join(message)
+    question = (
+        f"Table: {table}. Look up each letter of this message in the table; {LOOKUP_SPACE} stands "
+        f"for a space. The message is: {coded}."
+    )
+    steps = ", ".join(c if c == LOOKUP_SPACE else f"{c} -> {mapping[c]}" for c in message)
+    answer = " ".join(mapping.get(c, c) for c in message)
+    return Example("lookup", None, question, GENERAL_INSTRUCTION, _target(f"{steps}.", answer))
 
 
 def _text_claim(rng: random.Random, instruction: str) -> Example:

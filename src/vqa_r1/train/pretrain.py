@@ -87,7 +87,7 @@ class PretrainConfig:
     )
     weights: dict[str, float] = option(
         default_factory=dict,
-        help="curriculum task weights; {} = the curriculum's own (count and cell off), e.g. "
+        help="curriculum task weights; {} = the curriculum's own (count, cell and lookup off), e.g. "
         "{layout: 0.15, which: 0.2, verify: 0.25, text_claim: 0.4, count: 0.15, cell: 0.15}",
     )
 
@@ -402,20 +402,47 @@ def card_command(cfg: PretrainConfig) -> str:
     )
 
 
-def _extra_tasks(cfg: PretrainConfig) -> str:
-    """The card's words for the tasks the shipped curriculum leaves off, when a run turned them on."""
-    on = [t for t in readout_tasks(cfg) if t not in DEFAULT_WEIGHTS]
-    words = {
-        "count": "counting the objects of a scene (1-6, never the counting study's scenes)",
-        "cell": "reading one cell of a small table of letter pairs (never a cryptogram decoder)",
-    }
-    return "" if not on else "\nAlso trained on: " + "; ".join(words[t] for t in on) + "."
+# what the card says of each task the shipped curriculum leaves off, when a run turns it on
+EXTRA_TASK_WORDS = {
+    "count": "counting the objects of a scene (1-6, never the counting study's scenes)",
+    "cell": "reading one cell of a small table of letter pairs (never a cryptogram decoder)",
+    "lookup": "looking each letter of a short message up in a letter table written in the text, "
+    "with no image (never a cryptogram decoder)",
+}
+# the shipped curriculum's tasks, in the card's words (for a run that leaves some of them off)
+DEFAULT_TASK_WORDS = {
+    "layout": "describing the layout of synthetic scenes (objects left to right and top to bottom)",
+    "which": "saying which colour of object is at one end of a scene",
+    "verify": 'saying True or False to "the red object is on the left" about an image',
+    "text_claim": "checking a spatial claim relating two objects against a layout given in the "
+    "text, with no image",
+}
+
+
+def _skills(cfg: PretrainConfig) -> tuple[str, str]:
+    """The card's account of what the run trained on: the opening sentence and a closing one. A
+    run with all of the shipped curriculum's tasks keeps the shipped cards' words
+    (``tests/test_pretrain.py`` compares them) and closes with its extra tasks; one that leaves
+    some off lists only what it trained."""
+    on = readout_tasks(cfg)
+    if not set(DEFAULT_WEIGHTS) <= set(on):
+        words = {**DEFAULT_TASK_WORDS, **EXTRA_TASK_WORDS}
+        return "; ".join(words[t] for t in on) + ".", ""
+    extra = [EXTRA_TASK_WORDS[t] for t in on if t not in DEFAULT_WEIGHTS]
+    return (
+        "describing the layout of synthetic scenes (objects left to\n"
+        "right and top to bottom) and answering questions about it, saying True or False to "
+        '"the red object\nis on the left" about an image, and checking a spatial claim relating '
+        "two objects against a layout\ngiven in the text, with no image.",
+        "" if not extra else "\nAlso trained on: " + "; ".join(extra) + ".",
+    )
 
 
 def model_card(record: dict) -> str:
 
     cfg = build(PretrainConfig, record["config"])
     name = model_name(cfg)
+    skills, also = _skills(cfg)
     rows = "\n".join(
         f"| {task} | {r['n']} | {r['exact']:.3f} | {r['answer']:.3f} |"
         for task, r in record["readout"].items()
@@ -432,12 +459,9 @@ def model_card(record: dict) -> str:
 
 A tiny {cfg.family} model (text hidden {cfg.hidden}, {cfg.layers} layers, vocabulary {cfg.vocab};
 random init from seed {cfg.seed}) pretrained on this repository's general-skills curriculum
-(`src/vqa_r1/data/curriculum.py`): describing the layout of synthetic scenes (objects left to
-right and top to bottom) and answering questions about it, saying True or False to "the red object
-is on the left" about an image, and checking a spatial claim relating two objects against a layout
-given in the text, with no image. It never saw the demo's task (a claim relating two objects of an
+(`src/vqa_r1/data/curriculum.py`): {skills} It never saw the demo's task (a claim relating two objects of an
 image, with no layout in the text), nor a validation or test scene of any shipped recipe (checked
-by scene fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer.{_extra_tasks(cfg)}
+by scene fingerprint). Full fine-tuning of every parameter with TRL's SFTTrainer.{also}
 
 ## Reproduce
 
