@@ -309,14 +309,16 @@ def test_tiny_build_inputs_are_frozen():
 
 
 # sha256 (first 16 hex) of the first 300 rows each card's command trains on: prompt, completion
-# and image pixels. Written before the curriculum gained its off-by-default tasks (count, cell):
+# and image pixels. Written before the curriculum gained its off-by-default tasks (count, cell,
+# lookup):
 # a change to the curriculum must leave the shipped models' rows byte for byte as they were.
 DEFAULT_ROWS_FINGERPRINT = {
     "tiny-qwen2.5-vl-pretrained": "fde8e185ef2df77e",
     "tiny-internvl-pretrained": "262b88b5b7d17600",
     "tiny-smolvlm-pretrained": "f58ec8983f4ac0f2",
-    # count and cell on (its card's weights), cell letters a-f in colours
-    "tiny-qwen2.5-vl-studies": "7a0ec006fcb4cb78",
+    # count, cell and lookup on, verify and text_claim off (its card's weights), cell letters a-f
+    # in colours
+    "tiny-qwen2.5-vl-studies": "9a13af5017d3fa8a",
 }
 
 
