@@ -16,6 +16,7 @@ from vqa_r1.experiments import plan_experiment
 from vqa_r1.experiments.spec import load_spec
 from vqa_r1.launch.plan import JobOptions
 from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p, two_sided
+from vqa_r1.report import experiment as experiment_report
 from vqa_r1.report.experiment import build_report, build_table, per_relation_table
 
 DRY = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
@@ -192,7 +193,7 @@ def _scores(folder: Path, per_count: dict[int, tuple[int, int]]) -> None:
     (folder / "generated_responses.json").write_text(json.dumps(records))
 
 
-def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
+def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path, monkeypatch):
     b = plan_experiment("counting", "qwen2.5-vl-3b", [], str(tmp_path / "plan"), DRY)
     table = b.tables[0]
     (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
@@ -225,7 +226,15 @@ def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path):
     assert list(grpo_b["count"]) == [7, 10]  # numeric order, not "count 10" < "count 7"
     assert list(grpo_b["accuracy"]) == pytest.approx([0.24, 0.12])
     assert "relation" not in counts.columns
+    drawn = []  # the bar plot marks each set's most frequent answer
+    real = experiment_report.plot_accuracy_bars
+    monkeypatch.setattr(
+        experiment_report,
+        "plot_accuracy_bars",
+        lambda data, png, **kw: drawn.append(kw["floor"]) or real(data, png, **kw),
+    )
     written = build_report(tmp_path)["written"]
+    assert drawn == ["most frequent answer"]
     assert {"tables/accuracy.md", "tables/accuracy_per_count.md", "plots/accuracy.png"} <= set(
         written
     )

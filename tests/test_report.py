@@ -467,6 +467,42 @@ def test_accuracy_plots_are_labelled_for_a_paper(accuracies, figures, tmp_path):
     ]
 
 
+def test_bars_mark_each_groups_floor_when_the_table_has_one(figures, tmp_path):
+    """A count's or a cryptogram's floor (the set's most frequent answer, the random guess) is a
+    dashed line across its group's bars, in the legend after the interval; without the column,
+    none is drawn."""
+    data = pd.DataFrame(
+        {
+            "method": ["base", "sft", "grpo", "base", "sft", "grpo"],
+            "evaluated on": ["A", "A", "A", "B", "B", "B"],
+            "accuracy": [0.0, 0.42, 0.36, 0.0, 0.23, 0.22],
+            "ci_low": [0.0, 0.35, 0.29, 0.0, 0.18, 0.17],
+            "ci_high": [0.02, 0.48, 0.42, 0.02, 0.29, 0.28],
+            "n": [200] * 6,
+            "most frequent answer": [0.355, 0.355, 0.355, 0.22, 0.22, None],
+        }
+    )
+    plot_accuracy_bars(
+        data, tmp_path / "f.png", label="evaluated on", hue="method", reference=None,
+        floor="most frequent answer",
+    )  # fmt: skip
+    ax = figures[0].axes[0]
+    dashed = [c for c in ax.collections if c.get_label() == "most frequent answer"]
+    segments = [seg for c in ax.collections for seg in c.get_segments() if c.get_linestyle()[0][1]]
+    heights = sorted(round(float(seg[0][1]), 3) for seg in segments)
+    assert len(dashed) == 1 and heights == [0.22, 0.355]  # one per group, the known value
+    for seg in segments:  # across its own group only (groups at x = 0 and 1)
+        assert seg[1][0] - seg[0][0] < 1 and round(seg[0][0] + seg[1][0]) in (0, 2)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[-1] == "most frequent answer" and legend[-2].startswith("Wilson")
+    figures.clear()
+    plot_accuracy_bars(data.drop(columns="most frequent answer"), tmp_path / "g.png",
+                       label="evaluated on", hue="method", floor="most frequent answer")  # fmt: skip
+    assert "most frequent answer" not in [
+        t.get_text() for t in figures[0].axes[0].get_legend().get_texts()
+    ]
+
+
 def test_the_trend_plot_is_scaled_to_its_data_with_base_and_chance(figures, tmp_path):
     data = pd.DataFrame(
         {

@@ -349,6 +349,10 @@ def above_floor_columns(
     return {name: shares, f"p vs {name} (one-sided)": ps}
 
 
+# the floors above_floor_columns writes (majority_columns, guess_columns): the bar plots mark them
+FLOOR_COLUMNS = ("most frequent answer", "random guess")
+
+
 def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
     """Counts: each row's most-frequent-answer share (always giving the commonest answer) and the
     p of its accuracy above it."""
@@ -677,6 +681,7 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
         title=title,
         reference=reference,
         reference_label=label,
+        floor=next((c for c in FLOOR_COLUMNS if c in data.columns), None),
     )
 
 

@@ -507,6 +507,7 @@ def plot_accuracy_bars(
     ylabel: str = "accuracy",
     reference: float | None = 0.5,
     reference_label: str = "chance",
+    floor: str | None = None,
 ) -> Path:
     """Bars of ``accuracy`` per ``label`` value with Wilson 95 % CI error bars (``ci_low``,
     ``ci_high``); with ``hue`` (e.g. ``"method"``) bars are grouped per label and coloured per hue
@@ -514,7 +515,10 @@ def plot_accuracy_bars(
     The error bars are named in the legend with their n (column ``n``: "n = 400 each", or each
     bar's n written on it when they differ). Order follows the rows. Missing CIs draw no error
     bar; an empty frame gives a PNG saying so. ``reference`` draws a dotted line (chance by
-    default; None for none).
+    default; None for none). ``floor`` names a column holding each row's own floor (e.g. "most
+    frequent answer": what answering without the skill scores on the row's set); a dashed line
+    across each group's bars marks it, since a bar above base but not above its set's floor has
+    learned an answer, not the task.
     """
     if df.empty:
         return _message_png(png, title or "Accuracy", "no rows to plot")
@@ -561,12 +565,28 @@ def plot_accuracy_bars(
             rotation=30 if len(labels) > 4 else 0,
             ha="right" if len(labels) > 4 else "center",
         )
+        if floor and floor in data.columns:
+            _floor_marks(ax, data, labels, floor)
         ax.set_ylim(0, 1.05)
         ax.set_xlabel(xlabel or label)
         _decorate(ax, title, ylabel, reference, reference_label)
         _legend(ax, hue)
         fig.tight_layout()
         return _save_png(fig, png)
+
+
+def _floor_marks(ax: Axes, data: pd.DataFrame, labels: list[str], floor: str) -> None:
+    """A dashed line across each group at its rows' ``floor`` (the highest, where they differ);
+    one legend entry, sorted with the reference lines."""
+    labelled = False
+    for x, value in enumerate(labels):
+        values = [_number(v) for v in data.loc[data["_label"] == value, floor]]
+        known = [v for v in values if v is not None]
+        if not known:
+            continue
+        ax.hlines(max(known), x - 0.42, x + 0.42, colors="black", linestyles="--", linewidth=1.2,
+                  label=None if labelled else floor, gid=REFERENCE_GID)  # fmt: skip
+        labelled = True
 
 
 def _scaled_limits(values: Sequence[float]) -> tuple[float, float]:
