@@ -125,7 +125,7 @@ def test_plan_wires_rewards_order_data_and_tables(tmp_path):
 
 def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
     """The spec's tiny_settings (600 SFT steps at 2e-3, 160-token budgets, 100 GRPO steps at
-    temperature 0.3) apply
+    5e-5 and temperature 0.3) apply
     to a tiny model after the spec's settings, never to a hub model; --set still wins."""
     job = JobOptions(executor="local", dry_run=True)
     for model, tiny in ((TINY, True), ("tiny-qwen2.5-vl-studies", True), ("qwen2.5-vl-3b", False)):
@@ -137,6 +137,7 @@ def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
         assert (grpo["train.max_steps"] == 100) is tiny
         assert (grpo["train.max_completion_length"] == 160) is tiny
         assert (grpo["train.temperature"] == 0.3) is tiny
+        assert (grpo["train.learning_rate"] == 5e-5) is tiny
         assert (ev["eval.max_new_tokens"] == 160) is tiny
     b = plan_experiment("cryptogram", TINY, ["sft:train.max_steps=7"], str(tmp_path / "s"), job)
     assert next(s for s in b.steps if s.name == "runs/sft").info["settings"]["train.max_steps"] == 7
