@@ -58,6 +58,7 @@ def test_sft_then_grpo_run_directories(synthetic_dir, tmp_path):
     sft = tmp_path / "sft"
     status = runner.train(_config("sft", synthetic_dir, 4), sft)
     assert status["state"] == "COMPLETED" and status["global_step"] == 4
+    assert (status["device"], status["dtype"]) == ("cpu", "torch.float32")  # where it trained
     for name in ("config.yaml", "metrics.jsonl", "status.json", "final/adapter_model.safetensors"):
         assert (sft / name).exists(), name
     ckpt = latest_checkpoint(sft / "checkpoints")
