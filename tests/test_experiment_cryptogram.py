@@ -73,6 +73,27 @@ def test_dry_run_on_the_tiny_model_prints_the_whole_chain(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("name", ["counting", "cryptogram"])
+def test_the_plan_names_the_tiny_model_pretrained_for_the_study(tmp_path, capsys, name):
+    """Both studies' tiny model is tiny-qwen2.5-vl-studies: the shipped default runs the study
+    but was never taught to count or to read letters, so its plan says which model was; the
+    studies model and a hub model get no note."""
+    note = "# note: {} was not pretrained for this task; the tiny model pretrained for it is "
+    note += "tiny-qwen2.5-vl-studies (README, 'Pretrained tiny models')"
+    for model, extra, noted in [
+        (TINY, [], True),
+        ("tiny-qwen2.5-vl-studies", [], False),
+        ("qwen2.5-vl-3b", ["--cluster", "study-12h"], False),
+    ]:
+        args = ["experiment", name, "--model", model, *extra, "--dry-run"]
+        assert launch_main([*args, "--output-dir", str(tmp_path / model)]) == 0
+        text = capsys.readouterr().out
+        assert (note.format(model) in text) is noted, (model, text[:600])
+        assert text.count("was not pretrained for this task") == int(noted)
+    with pytest.raises(UserError, match="experiment.tiny_model: 'qwen2.5-vl-3b' is not a regis"):
+        load_spec(name, ["tiny_model=qwen2.5-vl-3b"])
+
+
 def _plan(tmp_path: Path, *overrides: str):
     job = JobOptions(executor="local", dry_run=True)
     return plan_experiment("cryptogram", TINY, list(overrides), str(tmp_path / "exp"), job)

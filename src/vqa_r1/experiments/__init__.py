@@ -97,6 +97,7 @@ def describe(b: Builder) -> list[str]:
         f"# {len(b.steps)} steps, {len(b.steps) - len(todo)} complete from an earlier launch",
     ]
     lines += [f"# data: {note}" for note in b.notes]
+    lines += tiny_model_note(b)
     for step in graph.order(b.steps):
         after = f" after {', '.join(step.after)}" if step.after and step.name != "tables" else ""
         if step.name == "tables":
@@ -104,6 +105,21 @@ def describe(b: Builder) -> list[str]:
         state = " [complete: skipped]" if step.done else ""
         lines.append(f"#   {step.name} ({step.info.get('verb')}){after}{state}")
     return lines
+
+
+def tiny_model_note(b: Builder) -> list[str]:
+    """A tiny model other than the one pretrained for the study runs, and its numbers are shown
+    as measured; the plan says which tiny model was taught the task, so nobody reads a floor as
+    the method's failure (a hub model gets no note)."""
+    from vqa_r1.models.registry import get_spec
+
+    wanted = b.spec.tiny_model
+    if wanted is None or wanted == b.model or not get_spec(b.model).tiny:
+        return []
+    return [
+        f"# note: {b.model} was not pretrained for this task; the tiny model pretrained for it is "
+        f"{wanted} (README, 'Pretrained tiny models')"
+    ]
 
 
 def declare(b: Builder) -> None:

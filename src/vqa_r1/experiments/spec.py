@@ -173,6 +173,11 @@ class ExperimentSpec:
         minimum=1,
     )
     settings: VerbSettings = field(default_factory=VerbSettings)
+    tiny_model: str | None = option(
+        None,
+        help="the tiny model pretrained for this study's task (a registered name): the plan of a "
+        "run on another tiny model says so, since that one was not taught what the task needs",
+    )
     # after ``settings``, for the tiny models only (built or pretrained here, ModelSpec.tiny): what
     # a tiny model needs to learn the task in minutes on a CPU and a hub model must not get
     tiny_settings: VerbSettings = field(default_factory=VerbSettings)
@@ -188,6 +193,14 @@ class ExperimentSpec:
         unknown = [m for m in self.methods if m not in ("sft", "grpo")]
         if unknown:
             raise UserError(f"experiment.methods: unknown {unknown}; choose from sft, grpo")
+        if self.tiny_model is not None:
+            from vqa_r1.models.registry import MODELS
+
+            if self.tiny_model not in MODELS or not MODELS[self.tiny_model].tiny:
+                raise UserError(
+                    f"experiment.tiny_model: {self.tiny_model!r} is not a registered tiny model; "
+                    "see `vqa-r1 models`"
+                )
         bad = [m for m in self.prompt_modes if m not in ("answer", "reasoning")]
         if bad:
             raise UserError(f"experiment.prompt_modes: unknown {bad}; use answer, reasoning")
