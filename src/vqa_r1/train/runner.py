@@ -387,7 +387,9 @@ def _train(
         rows = fit_images(rows, loaded)
     interrupt = StopOnInterrupt(sigterm=sigterm_stops)
     trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
-    if main:  # where the model trains, for `launch.py status` and a user checking for a CPU fallback
+    if (
+        main
+    ):  # where the model trains, for `launch.py status` and a user checking for a CPU fallback
         rd.update_status(device=str(trainer.model.device), dtype=str(trainer.model.dtype))
     # (all ranks stop at the same step: launch/requeue.py shares the decision)
     step, done = fit(trainer, resume, interrupt, progress)
