@@ -412,3 +412,17 @@ def test_a_dry_run_of_an_unchanged_relaunch_on_synthetic_data_is_not_refused(tmp
 
     assert datasets(dry) == datasets(launched) and len(datasets(dry)) == 8
     assert any("(cached)" in note for note in dry.notes)
+
+
+def test_the_cryptogram_sizes_table_is_printed_from_its_files():
+    """results/cryptogram-sizes-*/README.md holds the table its table.py prints from the folder's
+    scores and responses (nothing typed by hand)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    folder = repo / "results" / "cryptogram-sizes-h200-2026-11-27"
+    printed = subprocess.run(
+        [sys.executable, str(folder / "table.py")], capture_output=True, text=True, check=True
+    ).stdout
+    assert printed.count("\n") == 6 and printed in (folder / "README.md").read_text()
