@@ -113,6 +113,60 @@ def test_length_collapse():
     assert scan([_healthy(s, **{health.LENGTH_KEY: 6.0}) for s in range(1, 30)], window=5) == []
 
 
+CORRECT = "rewards/cryptogram_correct_reward/mean"
+COLLAPSED = REPO / "tests" / "fixtures" / "health" / "cryptogram-grpo-gated-lr5e-4.jsonl"
+GRPO_METRICS = [
+    p
+    for p in sorted(REPO.glob("results/**/metrics.jsonl"))
+    if any(health.ZERO_STD_KEY in r for r in read_jsonl(p))
+]
+
+
+def test_reward_collapse_on_the_cryptogram_run_that_unlearned():
+    """The cryptogram's gated GRPO at 5e-4 from its SFT run (metrics.jsonl as committed in
+    178347b, before the spec moved to 5e-5): correctness 0.55 at step 5, then 0-0.05; it ended at
+    the random-guess floor on the test split."""
+    records = read_jsonl(COLLAPSED)
+    (alarm,) = scan(records, window=10)
+    assert alarm.code == "reward_collapse" and alarm.step == 65
+    assert alarm.evidence == (
+        "cryptogram_correct_reward fell to 0.006 over steps 20-65 after 0.221 over steps 5-15"
+    )
+    assert "lower train.learning_rate" in alarm.fix and "completions.jsonl" in alarm.fix
+    assert [a.step for a in scan(records, window=5)] == [40]
+
+
+def test_reward_collapse_needs_a_held_peak_and_a_whole_window_after_it():
+    def stream(values):
+        return [_healthy(s, **{CORRECT: v}) for s, v in enumerate(values, start=1)]
+
+    (alarm,) = scan(stream([0.6, 0.6, 0.6] + [0.0] * 6), window=5)
+    assert alarm.code == "reward_collapse" and alarm.step == 8  # steps 4-8, after the peak 1-3
+    assert scan(stream([0.6, 0.6, 0.6] + [0.0] * 4), window=5) == []  # no whole window after
+    # one lucky step (a random-init tiny run scored 0.25 once, the no_signal note): no skill
+    assert scan(stream([0.0, 0.25] + [0.0] * 20), window=5) == []
+    assert scan(stream([0.1] * 3 + [0.0] * 20), window=5) == []  # never above 0.15
+    assert scan(stream([0.6] * 3 + [0.2] * 20), window=5) == []  # lower, not collapsed
+    # a reward that rises late: the low start before the peak is no fall
+    assert scan(stream([0.0] * 15 + [0.5] * 10), window=20) == []
+    # the format reward has its own rule (format_collapse), never this one
+    fell = [_healthy(s, **{FORMAT: 0.9 if s <= 3 else 0.3}) for s in range(1, 20)]
+    assert scan(fell, window=5) == []
+
+
+@pytest.mark.parametrize("path", GRPO_METRICS, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_committed_grpo_run_raises_reward_collapse(path):
+    """Every GRPO run under results/ (the demos, seeds, every experiment, including the counting
+    run that collapsed to one answer, whose reward rose) keeps what it learned."""
+    records = read_jsonl(path)
+    for window in (5, 10, 20):
+        assert "reward_collapse" not in _codes(scan(records, window=window)), window
+
+
+def test_grpo_metrics_are_there():
+    assert len(GRPO_METRICS) >= 25
+
+
 def test_kl_spike_only_with_beta():
     stream = [_healthy(s) for s in range(1, 11)] + [_healthy(11, **{health.KL_KEY: 0.8})]
     (alarm,) = scan(stream, window=5, beta=0.04)

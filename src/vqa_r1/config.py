@@ -198,7 +198,7 @@ class TrainConfig:
     health_action: Literal["warn", "stop"] = option(
         "warn",
         help="GRPO run health alarm (no_signal, truncation, format_collapse, length_collapse, "
-        "kl_spike): warn (log it, status.json's health list) or stop (also checkpoint at that "
+        "kl_spike, reward_collapse): warn (log it, status.json's health list) or stop (also checkpoint at that "
         "step and end the run UNHEALTHY: no final adapter, no requeue); not part of the run's "
         "settings: warn continues an UNHEALTHY run",
     )

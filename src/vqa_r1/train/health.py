@@ -14,6 +14,10 @@ reads those logged values step by step, over a window of the latest ``window`` l
 ``format_collapse``  the format reward stays at/near 0 over the window, or fell there after being up.
 ``length_collapse``  completions shrink towards nothing (a fraction of their longest window).
 ``kl_spike``         (beta > 0) KL jumps by a large factor against the window before it.
+``reward_collapse``  a reward other than the format's fell to a fraction of what it had reached
+                     and stayed there for a whole window: the run unlearns what it had (a
+                     learning rate too high for an SFT start, or a hacked reward paying another
+                     behaviour).
 
 An alarm fires once per code, and again only after its condition cleared. ``RunHealth`` (the
 Trainer callback, GRPO runs) logs each one as it fires (``log.warning``: code, evidence, fix),
@@ -50,14 +54,15 @@ REWARD_KEY = "reward"
 KL_KEY = "kl"
 ENTROPY_KEY = "entropy"
 
-NO_SIGNAL, TRUNCATION, FORMAT_COLLAPSE, LENGTH_COLLAPSE, KL_SPIKE = (
+NO_SIGNAL, TRUNCATION, FORMAT_COLLAPSE, LENGTH_COLLAPSE, KL_SPIKE, REWARD_COLLAPSE = (
     "no_signal",
     "truncation",
     "format_collapse",
     "length_collapse",
     "kl_spike",
+    "reward_collapse",
 )
-CODES = (NO_SIGNAL, TRUNCATION, FORMAT_COLLAPSE, LENGTH_COLLAPSE, KL_SPIKE)
+CODES = (NO_SIGNAL, TRUNCATION, FORMAT_COLLAPSE, LENGTH_COLLAPSE, KL_SPIKE, REWARD_COLLAPSE)
 
 NO_SIGNAL_ZERO_STD = 0.9
 """``no_signal`` fires when the mean share of zero-std groups over a full window is at least
@@ -107,6 +112,21 @@ would fire on noise. Healthy GRPO runs at beta 0.04 stay around 1e-3 to 5e-2."""
 
 KL_MIN_LOGS = 3
 
+REWARD_PEAK_LOGS = 3
+"""``reward_collapse`` measures what a reward had reached as the best mean of this many
+consecutive logged steps: that dilutes one lucky step (a random-init tiny run's single 0.25 counts
+as 0.08, below ``REWARD_PEAK_MIN``), which is not a skill the run had."""
+
+REWARD_PEAK_MIN = 0.15
+"""...and only a reward that reached at least this has something to lose."""
+
+REWARD_COLLAPSE_RATIO = 0.25
+"""``reward_collapse`` fires when a full window's mean of a reward is at most this fraction of
+its peak. Measured: the cryptogram's GRPO at 5e-4 from its SFT run, correctness 0.55 at step 5,
+0.075 at step 10, then 0-0.05 (peak 0.22, windows after it 0.01): it ended at the random-guess
+floor; the same run at 5e-5 held 0.3-0.9. No committed run of the demo or the experiments falls
+this far (tests/test_health.py)."""
+
 FIXES = {
     NO_SIGNAL: (
         "every completion of a prompt gets the same reward (no advantage, no gradient): start "
@@ -134,6 +154,11 @@ FIXES = {
     KL_SPIKE: (
         "the policy moves away from the reference fast: lower train.learning_rate, raise "
         "train.beta or lower train.max_grad_norm"
+    ),
+    REWARD_COLLAPSE: (
+        "the run unlearns what it could do: lower train.learning_rate (a continued SFT adapter "
+        "often needs 10x less than a run from the base model), raise train.beta to hold the "
+        "policy near its start, and read completions.jsonl for a reward paying another behaviour"
     ),
 }
 
@@ -167,6 +192,13 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
+def reward_keys(logs: Mapping[str, Any]) -> list[str]:
+    """The per-reward metrics (``rewards/<name>/mean``) but the format reward's."""
+    return sorted(
+        k for k in logs if k.startswith("rewards/") and k.endswith("/mean") and "format" not in k
+    )
+
+
 def format_key(logs: Mapping[str, Any]) -> str | None:
     """The format reward's metric (``rewards/<name>/mean`` of a reward named ``*format*``)."""
     keys = [k for k in logs if k.startswith("rewards/") and k.endswith("/mean") and "format" in k]
@@ -198,6 +230,7 @@ class HealthDetector:
         self.format_key: str | None = None
         self._format_peak: tuple[float, int] | None = None  # (value, step) of the highest
         self._length_peak: tuple[float, int, int] | None = None  # (window mean, first, last step)
+        self._reward_peaks: dict[str, tuple[float, int, int]] = {}  # key -> (mean, first, last)
 
     # -- feeding ---------------------------------------------------------------------------
     def observe(self, step: int, logs: Mapping[str, Any]) -> list[Alarm]:
@@ -210,10 +243,23 @@ class HealthDetector:
         values = {k: v for k in keys if (v := _number(logs.get(k))) is not None}
         if self.format_key and (v := _number(logs.get(self.format_key))) is not None:
             values["format"] = v
+        for key in reward_keys(logs):
+            if (v := _number(logs.get(key))) is not None:
+                values[key] = v
         # what the windowed rules compare against: the peaks *before* this step
         format_peak, length_peak = self._format_peak, self._length_peak
+        reward_peaks = dict(self._reward_peaks)
         self.logs.append(_Log(int(step), values))
         now = self._check(format_peak, length_peak)
+        collapse = self._reward_collapse(int(step), reward_peaks)
+        if collapse is not None:
+            now[collapse.code] = collapse
+        for key in reward_keys(values):
+            recent = self._recent(key, REWARD_PEAK_LOGS)
+            if len(recent) == REWARD_PEAK_LOGS:
+                mean = _mean([v for _, v in recent])
+                if key not in self._reward_peaks or mean > self._reward_peaks[key][0]:
+                    self._reward_peaks[key] = (mean, recent[0][0], recent[-1][0])
         if "format" in values and (
             self._format_peak is None or values["format"] > self._format_peak[0]
         ):
@@ -378,6 +424,25 @@ class HealthDetector:
             FIXES[KL_SPIKE],
             {"kl": latest, "median_before": before, "from_step": recent[0][0]},
         )
+
+    def _reward_collapse(self, step: int, peaks: dict[str, tuple[float, int, int]]) -> Alarm | None:
+        for key, (peak, first, last) in sorted(peaks.items()):
+            recent = self._recent(key, self.window)
+            if peak < REWARD_PEAK_MIN or len(recent) < self.window or recent[0][0] <= last:
+                continue  # a window wholly after the peak: fell *and stayed* down
+            mean = _mean([v for _, v in recent])
+            if mean > REWARD_COLLAPSE_RATIO * peak:
+                continue
+            name = key.split("/")[1]
+            return Alarm(
+                REWARD_COLLAPSE,
+                step,
+                f"{name} fell to {mean:.3f} over steps {recent[0][0]}-{recent[-1][0]} after "
+                f"{peak:.3f} over steps {first}-{last}",
+                FIXES[REWARD_COLLAPSE],
+                {"reward": name, "window_mean": mean, "peak": peak, "from_step": recent[0][0]},
+            )
+        return None
 
     # -- the numbers -----------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
