@@ -90,8 +90,12 @@ def test_the_plan_names_the_tiny_model_pretrained_for_the_study(tmp_path, capsys
         text = capsys.readouterr().out
         assert (note.format(model) in text) is noted, (model, text[:600])
         assert text.count("was not pretrained for this task") == int(noted)
-    with pytest.raises(UserError, match="experiment.tiny_model: 'qwen2.5-vl-3b' is not a regis"):
-        load_spec(name, ["tiny_model=qwen2.5-vl-3b"])
+    # a wrong name, as a user types it: one line, nothing planned
+    bad = ["experiment", name, "--model", TINY, "--dry-run", "--set"]
+    assert launch_main([*bad, "experiment.tiny_model=qwen2.5-vl-3b"]) != 0
+    captured = capsys.readouterr()
+    assert "experiment.tiny_model: 'qwen2.5-vl-3b' is not a registered tiny model" in captured.err
+    assert "# ---- step" not in captured.out
 
 
 def _plan(tmp_path: Path, *overrides: str):
