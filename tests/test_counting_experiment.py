@@ -12,9 +12,9 @@ from test_counting import superclevr_release
 
 from vqa_r1.cli.launch import main as launch_main
 from vqa_r1.errors import UserError
-from vqa_r1.experiments import plan_experiment
+from vqa_r1.experiments import build_study
 from vqa_r1.experiments.spec import load_spec
-from vqa_r1.launch.plan import JobOptions
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p, two_sided
 from vqa_r1.report import experiment as experiment_report
 from vqa_r1.report.experiment import build_report, build_table, per_relation_table
@@ -69,7 +69,7 @@ def _by_name(b) -> dict:
 
 
 def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
-    b = plan_experiment("counting", "qwen2.5-vl-3b", [], str(tmp_path / "exp"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", [], str(tmp_path / "exp"), DRY)
     steps = _by_name(b)
     assert [s.name for s in b.steps] == STEPS
     data = steps["runs/sft"].info["settings"]["data.dataset"]
@@ -81,8 +81,8 @@ def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
         assert steps[f"eval/{row}-on-A"].info["settings"]["eval.split"] == "test"
         assert steps[f"eval/{row}-on-B"].info["settings"]["eval.split"] == "test_b"
         assert steps[f"eval/{row}-on-B"].info["settings"]["data.dataset"] == data
-    assert steps["eval/grpo-on-B"].after == ["runs/grpo"]
-    assert steps["eval/base-on-A"].after == []
+    assert steps["eval/grpo-on-B"].after == ("runs/grpo",)
+    assert steps["eval/base-on-A"].after == ()
     table = b.tables[0]
     assert table["per_count"] is True
     assert [r["labels"] for r in table["rows"]][:2] == [
@@ -100,7 +100,7 @@ def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
 
 def test_other_scene_settings_are_another_cached_folder(tmp_path):
     def dataset(overrides):
-        b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "e"), DRY)
+        b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "e"), DRY)
         return _by_name(b)["runs/sft"].info["settings"]["data.dataset"]
 
     same = dataset([])
@@ -111,12 +111,12 @@ def test_other_scene_settings_are_another_cached_folder(tmp_path):
 
 def test_seeds_and_sft_then_grpo(tmp_path):
     overrides = ["experiment.seeds=2", "experiment.rows=base,sft,grpo,sft+grpo"]
-    b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
     steps = _by_name(b)
     assert "eval/base-on-B" in steps and "eval/base-on-B/seed-42" not in steps  # base: once
     for seed in (42, 43):
         chained = steps[f"runs/sft+grpo/seed-{seed}"]
-        assert chained.after == [f"runs/sft/seed-{seed}"]
+        assert chained.after == (f"runs/sft/seed-{seed}",)
         assert chained.info["settings"]["init_adapter"] == str(
             tmp_path / "exp" / f"runs/sft/seed-{seed}/final"
         )
@@ -138,7 +138,7 @@ def test_seeds_and_sft_then_grpo(tmp_path):
 def test_superclevr_folder_is_a_third_evaluation_set(tmp_path):
     folder = superclevr_release(tmp_path / "superclevr")
     overrides = [f"experiment.superclevr={folder}"]
-    b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
     steps = _by_name(b)
     for row in ("base", "sft", "grpo"):
         settings = steps[f"eval/{row}-on-SuperCLEVR"].info["settings"]
@@ -157,9 +157,7 @@ def test_a_bad_superclevr_folder_is_one_line_before_anything_is_queued(what, tmp
     root = tmp_path / "exp"
     job = JobOptions(executor="local")
     with pytest.raises(UserError, match="experiment.superclevr: ") as error:
-        plan_experiment(
-            "counting", "tiny-qwen2.5-vl", [f"experiment.superclevr={bad}"], str(root), job
-        )
+        build_study("counting", "tiny-qwen2.5-vl", [f"experiment.superclevr={bad}"], str(root), job)
     assert "\n" not in str(error.value)
     assert not (root / "experiment.json").exists() and not (root / "runs").exists()
 
@@ -194,7 +192,7 @@ def _scores(folder: Path, per_count: dict[int, tuple[int, int]]) -> None:
 
 
 def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path, monkeypatch):
-    b = plan_experiment("counting", "qwen2.5-vl-3b", [], str(tmp_path / "plan"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", [], str(tmp_path / "plan"), DRY)
     table = b.tables[0]
     (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
     results = {
@@ -302,7 +300,7 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
 
 def test_seeded_rows_are_tested_against_the_most_frequent_answer_by_the_seeds_bootstrap(tmp_path):
     overrides = ["experiment.seeds=2"]
-    b = plan_experiment("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "plan"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "plan"), DRY)
     table = b.tables[0]
     (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
     # every set: 30 threes and 10 sixes (most frequent answer: 0.75)

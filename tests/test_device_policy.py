@@ -209,16 +209,18 @@ def test_evaluate_with_two_gpus_dry_run_asks_for_one_task_on_one_gpu(tmp_path):
 
 
 def test_merge_and_pretrain_jobs_run_one_task(tmp_path, monkeypatch):
-    from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
+    from vqa_r1.launch.build import RunSpec, job_graph, pretrain_graph
+    from vqa_r1.launch.request import JobOptions
     from vqa_r1.train.pretrain import PretrainConfig
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
-    monkeypatch.setattr("vqa_r1.launch.plan.missing_model", lambda config: None)
+    monkeypatch.setattr("vqa_r1.launch.build.missing_model", lambda config: None)
     spec = RunSpec("merge", "qwen2.5-vl-3b", output_dir=str(tmp_path / "m"), adapter=str(adapter))
     job = JobOptions(gpus=2, nodes=2, dry_run=True)
-    request, _, config = Planner(job).merge_request(spec)
+    graph, config = job_graph(spec, job)
+    request = graph.steps[0].request
     assert (
         (request.resources.gpus, request.resources.nodes)
         == (1, 1)
@@ -227,5 +229,5 @@ def test_merge_and_pretrain_jobs_run_one_task(tmp_path, monkeypatch):
             config.resources.nodes,
         )
     )
-    request, _ = Planner(job).pretrain_request(PretrainConfig(), tmp_path / "p", None)
+    request = pretrain_graph(PretrainConfig(), str(tmp_path / "p"), None, job).steps[0].request
     assert request.resources.processes_per_node == 1 and request.resources.nodes == 1

@@ -304,10 +304,11 @@ def test_a_wheel_ships_the_tested_versions(tmp_path):
 
 def test_the_doctor_job_checks_the_tested_set_found_at_submission(tmp_path):
     """The job imports a code snapshot (the package only): it gets the login node's file."""
-    from vqa_r1.launch.plan import JobOptions, Planner
+    from vqa_r1.launch.build import doctor_graph
+    from vqa_r1.launch.request import JobOptions
     from vqa_r1.launch.task import DoctorTask
 
-    request, _ = Planner(JobOptions(dry_run=True)).doctor_request([], str(tmp_path / "doc"))
+    request = doctor_graph([], str(tmp_path / "doc"), JobOptions(dry_run=True)).steps[0].request
     assert request.task.constraints == str(REPO / "constraints.txt")
     moved = tmp_path / "constraints.txt"
     moved.write_text("transformers==0.0.1\n")

@@ -16,9 +16,9 @@ import pytest
 
 from vqa_r1.cli.launch import main as launch_main
 from vqa_r1.errors import UserError
-from vqa_r1.experiments import declare, plan_experiment
+from vqa_r1.experiments import build_study, declare
 from vqa_r1.experiments.spec import load_spec
-from vqa_r1.launch.plan import JobOptions
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.metrics import one_sided_binomial_p
 from vqa_r1.report.experiment import build_report
 
@@ -100,7 +100,7 @@ def test_the_plan_names_the_tiny_model_pretrained_for_the_study(tmp_path, capsys
 
 def _plan(tmp_path: Path, *overrides: str):
     job = JobOptions(executor="local", dry_run=True)
-    return plan_experiment("cryptogram", TINY, list(overrides), str(tmp_path / "exp"), job)
+    return build_study("cryptogram", TINY, list(overrides), str(tmp_path / "exp"), job)
 
 
 def test_plan_wires_rewards_order_data_and_tables(tmp_path):
@@ -125,7 +125,7 @@ def test_plan_wires_rewards_order_data_and_tables(tmp_path):
     assert gated["init_adapter"].endswith("runs/sft/final")
     data = {s.info["settings"]["data.dataset"] for s in b.steps if s.name != "tables"}
     assert len(data) == 1 and Path(data.pop()).name.startswith("cryptogram-")
-    assert steps["eval/grpo-gated"].after == ["runs/grpo-gated"]
+    assert steps["eval/grpo-gated"].after == ("runs/grpo-gated",)
     table = b.tables[0]
     labels = [tuple(r["labels"].values()) for r in table["rows"]]
     assert labels == [
@@ -154,7 +154,7 @@ def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
     to a tiny model after the spec's settings, never to a hub model; --set still wins."""
     job = JobOptions(executor="local", dry_run=True)
     for model, tiny in ((TINY, True), ("tiny-qwen2.5-vl-studies", True), ("qwen2.5-vl-3b", False)):
-        b = plan_experiment("cryptogram", model, [], str(tmp_path / model), job)
+        b = build_study("cryptogram", model, [], str(tmp_path / model), job)
         steps = {s.name: s.info["settings"] for s in b.steps if s.name != "tables"}
         sft, grpo, ev = steps["runs/sft"], steps["runs/grpo-gated"], steps["eval/sft"]
         assert sft["train.train_sampling_strategy"] == "sequential"  # settings: every model
@@ -164,14 +164,14 @@ def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
         assert (grpo["train.temperature"] == 0.3) is tiny
         assert (grpo["train.learning_rate"] == 5e-5) is tiny
         assert (ev["eval.max_new_tokens"] == 160) is tiny
-    b = plan_experiment("cryptogram", TINY, ["sft:train.max_steps=7"], str(tmp_path / "s"), job)
+    b = build_study("cryptogram", TINY, ["sft:train.max_steps=7"], str(tmp_path / "s"), job)
     assert next(s for s in b.steps if s.name == "runs/sft").info["settings"]["train.max_steps"] == 7
 
 
 def test_grpo_from_base_and_seeds(tmp_path):
     b = _plan(tmp_path, "experiment.cryptogram_grpo_from=base", "experiment.seeds=2")
     steps = {s.name: s for s in b.steps}
-    assert steps["runs/grpo-gated/seed-42"].after == []  # a fresh LoRA on the base model
+    assert steps["runs/grpo-gated/seed-42"].after == ()  # a fresh LoRA on the base model
     assert steps["runs/grpo-gated/seed-42"].info["settings"]["init_adapter"] is None
     assert steps["runs/sft/seed-43"].info["settings"]["train.seed"] == 43
     rows = b.tables[0]["rows"]

@@ -10,11 +10,11 @@ import pytest
 
 from vqa_r1.cli.launch import main as launch_main
 from vqa_r1.errors import UserError
-from vqa_r1.experiments import plan_experiment
-from vqa_r1.experiments.builder import split_overrides
+from vqa_r1.experiments import build_study
 from vqa_r1.experiments.spec import list_specs, load_spec
+from vqa_r1.experiments.study import split_overrides
 from vqa_r1.launch.graph import Step, order
-from vqa_r1.launch.plan import JobOptions
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.metrics import trend_test, two_proportion_p, two_sided
 from vqa_r1.report.experiment import build_report, build_table
 
@@ -81,14 +81,16 @@ def test_overrides_split_into_every_verb_one_verb_and_the_spec():
 
 
 def test_chain_order_puts_dependencies_first_and_refuses_cycles(tmp_path):
-    a, b, c = (Step(n, tmp_path / n) for n in "abc")
-    c.after, b.after = ["b"], ["a"]
+    a, b, c = (
+        Step("a", tmp_path, None),
+        Step("b", tmp_path, None, ("a",)),
+        Step("c", tmp_path, None, ("b",)),
+    )
     assert [s.name for s in order([c, b, a])] == ["a", "b", "c"]
-    a.after = ["c"]
     with pytest.raises(ValueError, match="cycle"):
-        order([a, b, c])
+        order([Step("a", tmp_path, None, ("c",)), b, c])
     with pytest.raises(ValueError, match="unknown step"):
-        order([Step("x", tmp_path, after=["nope"])])
+        order([Step("x", tmp_path, None, ("nope",))])
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_STEPS))
@@ -110,16 +112,14 @@ def test_dry_run_on_the_study_cluster_prints_the_whole_chain(name, tmp_path, cap
 
 def test_text_bias_plan_wires_levels_methods_and_data(tmp_path):
     job = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
-    b = plan_experiment(
-        "text-bias", "qwen2.5-vl-3b", ["experiment.methods=sft"], str(tmp_path), job
-    )
+    b = build_study("text-bias", "qwen2.5-vl-3b", ["experiment.methods=sft"], str(tmp_path), job)
     names = [s.name for s in b.steps]
     assert names[:3] == ["eval/base", "runs/sft-none", "eval/sft-none"]
     by_name = {s.name: s for s in b.steps}
     biased = by_name["runs/sft-0.69"].request.task.run_dir
     assert biased.endswith("runs/sft-0.69")
     cfg = Path(biased)
-    assert by_name["eval/sft-0.69"].after == ["runs/sft-0.69"]
+    assert by_name["eval/sft-0.69"].after == ("runs/sft-0.69",)
     assert set(by_name["tables"].after) == set(names) - {"tables"}
     table = b.tables[0]
     assert [r["step"] for r in table["rows"]][:2] == ["eval/base", "eval/sft-none"]
@@ -274,7 +274,7 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
     job = JobOptions(executor="local")
     real = _spatialsense(tmp_path / "SpatialSense", ("train", "valid", "test"))
     overrides = [*SMALL_DATA, f"experiment.real_dataset={real}", "experiment.methods=sft"]
-    b = plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp"), job)
+    b = build_study("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp"), job)
     step = next(s for s in b.steps if s.run_dir == tmp_path / "exp" / "runs" / "sft-real")
     assert not step.run_dir.exists()  # written at submission, once every check has passed
     step.request.prepare()
@@ -285,7 +285,7 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
     broken = _spatialsense(tmp_path / "NoTest", ("train", "valid"))  # the test split is missing
     overrides[-2] = f"experiment.real_dataset={broken}"
     with pytest.raises(UserError, match="no split 'test'"):
-        plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp2"), job)
+        build_study("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp2"), job)
     assert not (tmp_path / "exp2" / "experiment.json").exists()
     assert not (tmp_path / "exp2" / "eval" / "base-on-real" / "config.yaml").exists()
 
@@ -362,11 +362,14 @@ def test_a_damaged_experiment_json_is_named_by_every_command(tmp_path, capsys):
         assert "re-launch the experiment's command" in line
 
 
-def _launched(b) -> None:
-    """Record a plan as a launch does (experiment.json with its steps), without running them."""
+def _launched(study) -> None:
+    """Prepare a built study as a launch does (its datasets, experiment.json with its steps),
+    without running the steps."""
     from vqa_r1.experiments import declare
 
-    declare(b)
+    for prep in study.builder.prepare:
+        prep.make()
+    declare(study)
 
 
 def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, capsys):
@@ -374,10 +377,10 @@ def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, caps
     and experiment.json's command rewritten); the refusal leaves experiment.json as it was."""
     job = JobOptions(executor="local")
     root = tmp_path / "exp"
-    _launched(plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job))
+    _launched(build_study("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job))
     record = (root / "experiment.json").read_bytes()
     assert "settings" in json.loads(record)["steps"][0]
-    plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # unchanged: fine
+    build_study("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # unchanged: fine
     for change in ("prompt-tune:train.learning_rate=0.5", "prompt-tune:eval.limit=3"):
         args = ["experiment", "prompt-tuning", "--model", "tiny-qwen2.5-vl", "--set", change]
         assert launch_main([*args, "--output-dir", str(root), "--dry-run"]) == 2
@@ -388,10 +391,10 @@ def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, caps
 
     sim = tmp_path / "sim"
     overrides = [*SMALL_DATA, "experiment.methods=sft"]
-    _launched(plan_experiment("sim2real", "tiny-qwen2.5-vl", overrides, str(sim), job))
+    _launched(build_study("sim2real", "tiny-qwen2.5-vl", overrides, str(sim), job))
     for change in ("sft:train.learning_rate=0.5", "evaluate:eval.batch_size=3"):
         with pytest.raises(UserError, match="was started with other settings"):
-            plan_experiment("sim2real", "tiny-qwen2.5-vl", [*overrides, change], str(sim), job)
+            build_study("sim2real", "tiny-qwen2.5-vl", [*overrides, change], str(sim), job)
 
 
 def test_a_dry_run_of_an_unchanged_relaunch_on_synthetic_data_is_not_refused(tmp_path, capsys):
@@ -399,13 +402,11 @@ def test_a_dry_run_of_an_unchanged_relaunch_on_synthetic_data_is_not_refused(tmp
     (it named a placeholder and was refused: 'started with other settings (data.dataset)')."""
     overrides = [*SMALL_DATA, "experiment.methods=sft"]
     root = tmp_path / "sim"
-    launched = plan_experiment(
+    launched = build_study(
         "sim2real", "tiny-qwen2.5-vl", overrides, str(root), JobOptions(executor="local")
     )
     _launched(launched)
-    dry = plan_experiment(
-        "sim2real", "tiny-qwen2.5-vl", overrides, str(root), JobOptions(dry_run=True)
-    )
+    dry = build_study("sim2real", "tiny-qwen2.5-vl", overrides, str(root), JobOptions(dry_run=True))
 
     def datasets(b) -> dict:
         return {s.name: s.info["settings"]["data.dataset"] for s in b.steps if s.name != "tables"}

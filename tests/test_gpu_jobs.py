@@ -140,12 +140,13 @@ def test_a_gpu_job_fails_before_training_on_the_cpu(tmp_path):
 
 
 def test_each_job_knows_the_gpus_it_asked_for(tmp_path):
-    from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
+    from vqa_r1.launch.build import RunSpec, job_graph
+    from vqa_r1.launch.request import JobOptions
 
     spec = RunSpec("grpo", "qwen2.5-vl-3b", output_dir=str(tmp_path / "run"))
-    request, _, _ = Planner(JobOptions(gpus=2, dry_run=True)).run_request(spec)
+    request = job_graph(spec, JobOptions(gpus=2, dry_run=True))[0].steps[0].request
     assert request.task.gpus == 2 and request.task.uses_cuda
-    request, _, _ = Planner(JobOptions(gpus=0, dry_run=True)).run_request(spec)
+    request = job_graph(spec, JobOptions(gpus=0, dry_run=True))[0].steps[0].request
     assert request.task.gpus == 0
 
 
@@ -282,7 +283,8 @@ def test_a_local_gpu_job_sees_the_gpus_it_asked_for(tmp_path, monkeypatch, paren
     that names GPUs by index."""
     from types import SimpleNamespace
 
-    from vqa_r1.launch.submit import Resources, local_parameters, make_executor
+    from vqa_r1.launch.job_script import local_parameters, make_executor
+    from vqa_r1.launch.request import Resources
 
     if parent is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

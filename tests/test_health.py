@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from vqa_r1.claims import FolderRefused
 from vqa_r1.io import read_jsonl
-from vqa_r1.output_dir import FolderRefused
 from vqa_r1.run_dir import RunDir, refuse_unhealthy
 from vqa_r1.train import health
 from vqa_r1.train.health import HealthDetector, scan

@@ -84,7 +84,7 @@ def test_slurm_executor_without_sbatch_is_a_clear_error(monkeypatch):
     import shutil
 
     from vqa_r1.errors import UserError
-    from vqa_r1.launch.submit import pick_executor
+    from vqa_r1.launch.job_script import pick_executor
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(UserError, match="sbatch is not on PATH"):
@@ -373,12 +373,15 @@ def test_degenerate_settings_are_refused_before_anything_is_written(tmp_path, fl
 
 def test_time_limits_a_local_job_too(tmp_path, monkeypatch):
     """--time is the local executor's limit as well (it was always 60 minutes, silently)."""
-    from vqa_r1.launch import submit as submit_module
-    from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
+    from vqa_r1.launch import executor
+    from vqa_r1.launch.build import RunSpec, job_graph
+    from vqa_r1.launch.job_script import script_text
+    from vqa_r1.launch.request import JobOptions
 
     job = JobOptions(executor="local", time="00:03:00")
-    spec = RunSpec("sft", "tiny-qwen2.5-vl", None, [], str(tmp_path / "run"))
-    request, run_dir, _ = Planner(job).run_request(spec)
+    spec = RunSpec("sft", "tiny-qwen2.5-vl", None, (), str(tmp_path / "run"))
+    graph, _ = job_graph(spec, job)
+    request, run_dir = graph.steps[0].request, graph.root
     seen = {}
 
     class Executor:
@@ -389,10 +392,10 @@ def test_time_limits_a_local_job_too(tmp_path, monkeypatch):
         seen.update(kind=kind, **(params or {}))
         return Executor()
 
-    monkeypatch.setattr(submit_module, "make_executor", make_executor)
-    submit_module.submit(request, run_dir / "jobs")
+    monkeypatch.setattr(executor, "make_executor", make_executor)
+    executor.submit(request, "local", run_dir / "jobs")
     assert seen == {"kind": "local", "timeout_min": 3}
-    assert "time limit 00:03:00 (3 min)" in submit_module.dry_run_text(request)
+    assert "time limit 00:03:00 (3 min)" in script_text(request)
 
 
 def test_a_refused_sbatch_is_one_line_with_slurms_message(tmp_path, monkeypatch, capsys):
@@ -419,24 +422,27 @@ def test_a_refused_sbatch_is_one_line_with_slurms_message(tmp_path, monkeypatch,
 
 
 def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(tmp_path):
-    """graph.finished_since_planning: the previous job left the queue after planning read the
+    """executor.finished_since_planning: the previous job left the queue after building read the
     folder; a completion recorded after that read is that job's, one from before is not (a
     folder --overwrite moves aside)."""
     import json
     import time
+    from types import SimpleNamespace
 
-    from vqa_r1 import output_dir
-    from vqa_r1.launch.graph import Step, finished_since_planning
+    from vqa_r1 import claims
+    from vqa_r1.launch.executor import finished_since_planning
+    from vqa_r1.launch.graph import Step
 
     run_dir = tmp_path / "eval"
     run_dir.mkdir()
-    step = Step("eval/base", run_dir, request=object(), done=False)
+    request = SimpleNamespace(folder_state=claims.RESUME)  # not done when built
+    step = Step("eval/base", run_dir, request)
     assert not finished_since_planning(step)  # no marker: nothing to go on
 
     def completed(at: float) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
         marker = {"verb": "evaluate", "settings": {}, "completed": stamp}
-        (run_dir / output_dir.MARKER).write_text(json.dumps(marker))
+        (run_dir / claims.MARKER).write_text(json.dumps(marker))
 
     completed(time.time())
     assert finished_since_planning(step)
@@ -447,8 +453,8 @@ def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(t
     train_dir = tmp_path / "sft"
     train_dir.mkdir()
     marker = {"verb": "sft", "settings": {}, "created": "2026-01-01T00:00:00"}
-    (train_dir / output_dir.MARKER).write_text(json.dumps(marker))
-    step = Step("runs/sft", train_dir, request=object(), done=False)
+    (train_dir / claims.MARKER).write_text(json.dumps(marker))
+    step = Step("runs/sft", train_dir, request)
 
     def status(state: str, at: float) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))

@@ -1,4 +1,4 @@
-"""Your files are safe: the one rule for output folders (vqa_r1/output_dir.py), for every verb.
+"""Your files are safe: the one rule for output folders (vqa_r1/claims.py), for every verb.
 
 For each verb, run as a user types it into a folder holding (a) a file the suite did not write:
 the file survives and the command refuses; (b) a run of another verb: untouched, refused; (c) a
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from vqa_r1 import output_dir
-from vqa_r1.output_dir import LOCK, MARKER, FolderLock, FolderRefused
+from vqa_r1 import claims
+from vqa_r1.claims import LOCK, MARKER, FolderLock, FolderRefused
 
 REPO = Path(__file__).resolve().parents[1]
 SFT_SETS = [
@@ -93,25 +93,25 @@ def assert_refused(code: int, capsys, *words: str) -> str:
 
 def test_rule_new_foreign_other_verb_other_settings_complete(tmp_path):
     settings = {"a": 1, "b": {"c": 2}}
-    assert output_dir.check(tmp_path / "none", "sft", settings) == output_dir.NEW
+    assert claims.check(tmp_path / "none", "sft", settings) == claims.NEW
     (tmp_path / "empty").mkdir()
-    assert output_dir.check(tmp_path / "empty", "sft", settings) == output_dir.NEW
+    assert claims.check(tmp_path / "empty", "sft", settings) == claims.NEW
     with pytest.raises(FolderRefused, match=r"did not write \(notes.txt\).*--overwrite"):
-        output_dir.check(foreign(tmp_path), "sft", settings)
+        claims.check(foreign(tmp_path), "sft", settings)
     run = tmp_path / "run"
-    assert output_dir.claim(run, "sft", settings) == output_dir.NEW
-    assert output_dir.check(run, "sft", settings) == output_dir.RESUME
+    assert claims.claim(run, "sft", settings) == claims.NEW
+    assert claims.check(run, "sft", settings) == claims.RESUME
     with pytest.raises(FolderRefused, match="holds a sft run, not grpo"):
-        output_dir.check(run, "grpo", settings)
+        claims.check(run, "grpo", settings)
     with pytest.raises(FolderRefused, match=r"other settings \(b.c: 2 there, 3 now\)"):
-        output_dir.check(run, "sft", {"a": 1, "b": {"c": 3}})
-    output_dir.mark_complete(run)
-    assert output_dir.check(run, "sft", settings) == output_dir.COMPLETE
+        claims.check(run, "sft", {"a": 1, "b": {"c": 3}})
+    claims.mark_complete(run)
+    assert claims.check(run, "sft", settings) == claims.COMPLETE
 
 
 def test_overwrite_moves_aside_and_deletes_nothing(tmp_path, capsys):
     mine = foreign(tmp_path)
-    assert output_dir.make_way(mine, "sft", {}, overwrite=True) == output_dir.NEW
+    assert claims.make_way(mine, "sft", {}, overwrite=True) == claims.NEW
     moved = [p for p in tmp_path.iterdir() if p.name.startswith("mine.old-")]
     assert len(moved) == 1 and (moved[0] / "notes.txt").read_text() == "a week of notes\n"
     assert not mine.exists() and f"moved {mine} to {moved[0]}" in capsys.readouterr().err
@@ -122,9 +122,9 @@ def test_a_refused_folder_gets_no_status(tmp_path):
     from vqa_r1.run_dir import failures_recorded
 
     other = tmp_path / "other"
-    output_dir.claim(other, "sft", {})
+    claims.claim(other, "sft", {})
     with pytest.raises(FolderRefused), failures_recorded(other):
-        output_dir.check(other, "grpo", {})
+        claims.check(other, "grpo", {})
     assert not (other / "status.json").exists()
 
 
@@ -132,7 +132,7 @@ def test_a_refused_folder_gets_no_status(tmp_path):
 
 HOLD = """
 import sys, time
-from vqa_r1.output_dir import FolderLock
+from vqa_r1.claims import FolderLock
 with FolderLock(sys.argv[1], "test"):
     print("held", flush=True)
     time.sleep(60)
@@ -191,19 +191,19 @@ def test_stale_locks_are_taken_over_with_a_note(tmp_path, monkeypatch, capsys):
         pass
     assert "earlier run of this SLURM job" in capsys.readouterr().err
     monkeypatch.setenv("VQA_R1_LOCK_STALE_S", "2")
-    assert output_dir.stale_after_s() == 2
+    assert claims.stale_after_s() == 2
 
 
 def test_only_rank_zero_locks_and_claims(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with output_dir.writing(tmp_path / "run", "sft", {}) as state:
-        assert state == output_dir.NEW
+    with claims.writing(tmp_path / "run", "sft", {}) as state:
+        assert state == claims.NEW
     assert not (tmp_path / "run").exists()
     rank0 = hold_lock(tmp_path / "shared")  # rank 0 holds the lock: rank 1 goes on
     try:
-        with output_dir.writing(tmp_path / "shared", "sft", {}) as state:
-            assert state == output_dir.NEW
+        with claims.writing(tmp_path / "shared", "sft", {}) as state:
+            assert state == claims.NEW
     finally:
         rank0.kill()
         rank0.wait()
@@ -218,7 +218,7 @@ def test_data_generate(tmp_path, capsys):
     assert snapshot(mine) and (mine / "notes.txt").exists() and len(list(mine.iterdir())) == 1
 
     other = tmp_path / "other"
-    output_dir.claim(other, "sft", {})
+    claims.claim(other, "sft", {})
     before = snapshot(other)
     assert_refused(vqa("data", "generate", "--out", other, *GEN), capsys, "sft run")
     assert snapshot(other) == before
@@ -276,7 +276,7 @@ def test_data_bias(synthetic_dir, tmp_path, capsys):
     mine = foreign(tmp_path)
     assert_refused(vqa("data", "bias", *args, "--out", mine), capsys, "notes.txt")
     other = tmp_path / "other"
-    output_dir.claim(other, "data generate", {})
+    claims.claim(other, "data generate", {})
     assert_refused(vqa("data", "bias", *args, "--out", other), capsys, "data generate run")
 
     out = tmp_path / "biased"
@@ -492,7 +492,7 @@ def test_launcher_roots_refuse_foreign_and_other_runs(argv, tmp_path, capsys):
     assert_refused(code, capsys, "notes.txt", "--overwrite")
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     other = tmp_path / "other"
-    output_dir.claim(other, "evaluate", {})
+    claims.claim(other, "evaluate", {})
     before = snapshot(other)
     code = launch(*argv, "--output-dir", other, "--executor", "local")
     assert_refused(code, capsys, "holds an evaluate run")
@@ -579,7 +579,7 @@ def test_evaluate_refused_by_its_batch_log_writes_no_config(synthetic_dir, tmp_p
 
     config = load_config("evaluate", "tiny-qwen2.5-vl", None, [f"data.dataset={synthetic_dir}"])
     out = tmp_path / "eval"
-    output_dir.claim(out, "evaluate", run_settings(config))
+    claims.claim(out, "evaluate", run_settings(config))
     (out / "batches.jsonl").write_text('{"fingerprint": "another evaluation"}\n')
     with pytest.raises(UserError, match="generated with other settings"):
         evaluate(config, out)
@@ -613,7 +613,7 @@ def test_every_launcher_verb_lists_overwrite_in_help(verb):
 
 
 def test_marker_is_hidden_and_recorded(tmp_path):
-    output_dir.claim(tmp_path / "r", "sft", {"x": (1, 2)}, command="vqa-r1 sft")
+    claims.claim(tmp_path / "r", "sft", {"x": (1, 2)}, command="vqa-r1 sft")
     marker = json.loads((tmp_path / "r" / MARKER).read_text())
     assert marker["verb"] == "sft" and marker["settings"] == {"x": [1, 2]}
-    assert output_dir.check(tmp_path / "r", "sft", {"x": (1, 2)}) == output_dir.RESUME
+    assert claims.check(tmp_path / "r", "sft", {"x": (1, 2)}) == claims.RESUME

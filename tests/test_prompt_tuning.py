@@ -509,7 +509,7 @@ def test_a_config_recorded_under_the_old_key_names_loads_under_the_new_ones():
 
     import yaml
 
-    from vqa_r1.output_dir import renamed_settings
+    from vqa_r1.claims import renamed_settings
     from vqa_r1.train.prompt_tuning import PromptTuneConfig
     from vqa_r1.typed_config import build
 
@@ -531,7 +531,7 @@ def test_a_run_recorded_under_the_old_key_names_resumes_and_other_settings_are_r
     resumes under the same settings typed in the new names; other settings are still refused."""
     import yaml
 
-    from vqa_r1 import output_dir
+    from vqa_r1 import claims
     from vqa_r1.errors import UserError
     from vqa_r1.run_dir import RunDir
     from vqa_r1.train.prompt_tuning import _check_same_run
@@ -541,17 +541,18 @@ def test_a_run_recorded_under_the_old_key_names_resumes_and_other_settings_are_r
     old = _in_old_names(cfg)
     run = tmp_path / "run"
     run.mkdir()
-    (run / output_dir.MARKER).write_text(json.dumps({"verb": "prompt-tune", "settings": old}))
+    (run / claims.MARKER).write_text(json.dumps({"verb": "prompt-tune", "settings": old}))
     (run / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
-    assert output_dir.renamed_settings("prompt-tune", old) == to_dict(cfg)
-    assert output_dir.check(run, "prompt-tune", to_dict(cfg)) == output_dir.RESUME
+    assert claims.renamed_settings("prompt-tune", old) == to_dict(cfg)
+    assert claims.check(run, "prompt-tune", to_dict(cfg)) == claims.RESUME
     _check_same_run(RunDir(run), cfg)
-    evaluated = build(cfg, {"eval": {"limit": 2}, "model": {"device": "cpu"}})
-    _check_same_run(RunDir(run), evaluated)  # evaluation settings may differ on resume
+    threads = build(cfg, {"train": {"num_threads": 2}})
+    _check_same_run(RunDir(run), threads)  # settings.py: threads may differ on a resume
+    assert claims.check(run, "prompt-tune", to_dict(threads)) == claims.RESUME
     other = build(cfg, {"train": {"per_device_train_batch_size": 2}})
-    with pytest.raises(output_dir.FolderRefused, match="train.per_device_train_batch_size"):
-        output_dir.check(run, "prompt-tune", to_dict(other))
-    with pytest.raises(UserError, match=r"other settings \(train.per_device_train_batch_size\)"):
+    with pytest.raises(claims.FolderRefused, match="train.per_device_train_batch_size"):
+        claims.check(run, "prompt-tune", to_dict(other))
+    with pytest.raises(UserError, match=r"other settings \(train.per_device_train_batch_size"):
         _check_same_run(RunDir(run), other)
 
 
@@ -561,12 +562,12 @@ def test_an_experiment_recorded_under_the_old_key_names_relaunches(tmp_path):
     import yaml
 
     from vqa_r1.errors import UserError
-    from vqa_r1.experiments import declare, plan_experiment
-    from vqa_r1.launch.plan import JobOptions
+    from vqa_r1.experiments import build_study, declare
+    from vqa_r1.launch.request import JobOptions
 
     job = JobOptions(executor="local")
     root = tmp_path / "exp"
-    plan = plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)
+    plan = build_study("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)
     declare(plan)
     record = json.loads((root / "experiment.json").read_text())
     for step in record["steps"]:
@@ -578,7 +579,7 @@ def test_an_experiment_recorded_under_the_old_key_names_relaunches(tmp_path):
     tuned.run_dir.mkdir(parents=True, exist_ok=True)
     old = _in_old_names(tuned.request.task.config)
     (tuned.run_dir / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
-    plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # the same: fine
+    build_study("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # the same: fine
     with pytest.raises(UserError, match="train.learning_rate"):
         other = ["prompt-tune:train.learning_rate=0.5"]
-        plan_experiment("prompt-tuning", "tiny-qwen2.5-vl", other, str(root), job)
+        build_study("prompt-tuning", "tiny-qwen2.5-vl", other, str(root), job)

@@ -14,9 +14,9 @@ import pytest
 
 from vqa_r1.cli.launch import main as launch_main
 from vqa_r1.errors import UserError
-from vqa_r1.experiments import plan_experiment
+from vqa_r1.experiments import build_study
 from vqa_r1.experiments.spec import load_spec
-from vqa_r1.launch.plan import JobOptions
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.metrics import classification_scores
 from vqa_r1.report.experiment import build_report, build_table
 from vqa_r1.report.seeds import bootstrap_above, bootstrap_difference, summary
@@ -56,7 +56,7 @@ def test_demo_dry_run_with_three_seeds_gives_each_seed_its_folder(tmp_path, caps
 
 def test_seeded_plan_sets_the_seed_and_declares_seeded_rows(tmp_path):
     job = JobOptions(executor="local", dry_run=True)
-    b = plan_experiment("demo", DEMO, ["experiment.seeds=2", "train.seed=7"], str(tmp_path), job)
+    b = build_study("demo", DEMO, ["experiment.seeds=2", "train.seed=7"], str(tmp_path), job)
     by_name = {s.name: s for s in b.steps}
     assert by_name["runs/grpo/seed-8"].info["settings"]["train.seed"] == 8
     assert by_name["runs/sft/seed-7"].info["settings"]["train.seed"] == 7
@@ -73,7 +73,7 @@ def test_seeded_plan_sets_the_seed_and_declares_seeded_rows(tmp_path):
 
 def test_one_seed_keeps_the_folders_of_before():
     job = JobOptions(executor="local", dry_run=True)
-    b = plan_experiment("demo", DEMO, [], "/tmp/vqa-r1-one-seed-plan", job)
+    b = build_study("demo", DEMO, [], "/tmp/vqa-r1-one-seed-plan", job)
     assert [s.name for s in b.steps] == [
         "runs/sft", "runs/grpo", "runs/sft+grpo",
         "eval/base", "eval/sft", "eval/grpo", "eval/sft+grpo", "tables",
@@ -92,7 +92,7 @@ def test_one_seed_keeps_the_folders_of_before():
 )
 def test_every_study_runs_each_training_condition_per_seed(name, model, trained, tmp_path):
     job = JobOptions(executor="local", dry_run=True)
-    b = plan_experiment(name, model, ["experiment.seeds=2"], str(tmp_path), job)
+    b = build_study(name, model, ["experiment.seeds=2"], str(tmp_path), job)
     names = [s.name for s in b.steps]
     assert trained in names
     assert not [n for n in names if n.startswith("eval/base") and "seed-" in n]  # evaluated once

@@ -196,29 +196,34 @@ def test_step_prefixed_overrides_apply_to_one_step():
 
 
 def plan(tmp_path: Path, steps: str, *overrides: str):
-    """The steps the launcher resolves for `pipeline --model tiny-qwen2.5-vl --steps STEPS ...`."""
-    from vqa_r1.launch.pipeline import resolve_steps
+    """The steps the launcher builds for `pipeline --model tiny-qwen2.5-vl --steps STEPS ...`."""
+    from vqa_r1.launch.build import pipeline_graph
+    from vqa_r1.launch.request import JobOptions
 
-    return resolve_steps("tiny-qwen2.5-vl", steps, list(overrides), tmp_path / "p")
+    job = JobOptions(dry_run=True)
+    return pipeline_graph("tiny-qwen2.5-vl", steps, list(overrides), str(tmp_path / "p"), job)
 
 
 def test_pipeline_plan_wires_merge_into_grpo_and_evaluate(tmp_path):
-    planned = plan(tmp_path, "sft,merge,grpo,evaluate", "train.seed=7")
-    sft, merge, grpo, evaluate = planned
+    graph = plan(tmp_path, "sft,merge,grpo,evaluate", "train.seed=7")
+    sft, merge, grpo, evaluate = graph.steps
     root = tmp_path / "p"
-    assert [s.after for s in planned] == [None, "sft", "merge", "grpo"]
-    assert merge.adapter == str(root / "sft") and merge.config.verb == "merge"
-    assert grpo.config.model.path == str(root / "merge" / "merged")
-    assert grpo.config.init_adapter is None  # a fresh LoRA on the merged model
-    assert evaluate.config.model.path == str(root / "merge" / "merged")
-    assert evaluate.adapter == str(root / "grpo")
-    assert all(s.config.train.seed == 7 for s in planned)
+    assert [s.after for s in graph.steps] == [(), ("sft",), ("merge",), ("grpo",)]
+    assert merge.request.task.adapter == str(root / "sft")
+    assert merge.info["settings"]["verb"] == "merge"
+    assert grpo.info["settings"]["model.path"] == str(root / "merge" / "merged")
+    assert grpo.info["settings"]["init_adapter"] is None  # a fresh LoRA on the merged model
+    assert evaluate.info["settings"]["model.path"] == str(root / "merge" / "merged")
+    assert evaluate.request.task.adapter == str(root / "grpo")
+    assert all(s.info["settings"]["train.seed"] == 7 for s in graph.steps)
+    assert merge.request.resources.time == "01:00:00"  # the recipes give a merge an hour
 
 
 def test_pipeline_without_merge_continues_the_sft_adapter(tmp_path):
-    sft, grpo, evaluate = plan(tmp_path, "sft,grpo,evaluate")
-    assert grpo.config.init_adapter == str(tmp_path / "p" / "sft" / "final")
-    assert grpo.config.model.path is None and evaluate.adapter == str(tmp_path / "p" / "grpo")
+    sft, grpo, evaluate = plan(tmp_path, "sft,grpo,evaluate").steps
+    assert grpo.info["settings"]["init_adapter"] == str(tmp_path / "p" / "sft" / "final")
+    assert grpo.info["settings"]["model.path"] is None
+    assert evaluate.request.task.adapter == str(tmp_path / "p" / "grpo")
 
 
 def test_pipeline_dry_run_chains_the_jobs_with_afterok(tmp_path):

@@ -257,13 +257,14 @@ def test_owned_fields_cover_what_the_runner_sets():
         )
 
 
-def test_the_planner_checks_trl_once_per_train_section(monkeypatch):
-    from vqa_r1.launch.plan import JobOptions, Planner
+def test_the_builder_checks_trl_once_per_train_section(monkeypatch):
+    from vqa_r1.launch.build import GraphBuilder
+    from vqa_r1.launch.request import JobOptions
     from vqa_r1.train import runner
 
     calls = []
     monkeypatch.setattr(runner, "check_trl_config", lambda c, p: calls.append((c.verb, p)))
-    planner = Planner(JobOptions(dry_run=True))
+    planner = GraphBuilder(JobOptions(dry_run=True))
     config = load_config("grpo", "tiny-qwen2.5-vl", overrides=["train.epsilon_high=0.28"])
     for _ in range(3):
         planner.check_trl("grpo", config, 1)

@@ -23,6 +23,7 @@ import yaml
 
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
+from vqa_r1.settings import comparable
 from vqa_r1.typed_config import build, further_keys, load_mapping, option, to_dict
 
 # the same words as vqa_r1.models.device (config sits below models: it may not import it)
@@ -40,10 +41,6 @@ VLLM_URL_ENV = "VQA_R1_VLLM_URL"
 VLLM_GROUP_PORT_ENV = "VQA_R1_VLLM_GROUP_PORT"
 
 Verb = Literal["sft", "grpo", "evaluate", "merge"]
-
-# run-health settings (train/health.py): left out of run_settings, so that changing them continues
-# the same run (an UNHEALTHY run goes on with train.health_action=warn)
-HEALTH_KEYS = ("health_window", "health_action")
 
 
 @dataclass
@@ -368,15 +365,10 @@ def config_from_dict(data: dict, where: str = "") -> RunConfig:
 
 
 def run_settings(config: RunConfig, adapter: str | Path | None = None) -> dict:
-    """What makes two runs of a verb the same run (output_dir.py): the resolved config without
-    where it writes and the job's resources (a resumed run may ask for other GPUs or time), and
-    the adapter an evaluation or merge reads."""
-    settings = config.to_dict()
-    settings.pop("output_dir", None)
-    settings.pop("resources", None)
-    settings.get("train", {}).pop("num_threads", None)
-    for key in HEALTH_KEYS:  # how a run is watched, not what it learns
-        settings.get("train", {}).pop(key, None)
+    """What makes two runs of a verb the same run (claims.py, launch/build.py): the resolved
+    config as settings.comparable sees it (not where it writes or runs, its threads or its health
+    watch), and the adapter an evaluation or merge reads."""
+    settings = comparable(config.to_dict())
     if adapter:
         settings["adapter"] = str(Path(adapter).resolve())
     return settings

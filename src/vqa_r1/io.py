@@ -59,7 +59,7 @@ def atomic_dir(
     When another process or rank finished the same target first, its folder stays and ours is
     dropped: replacing it would pull files from under a process already loading from it.
     ``carry``: names of entries of the old ``target`` moved into the new one (a claimed output
-    folder's marker and lock, output_dir.py), not dropped with it.
+    folder's marker and lock, claims.py), not dropped with it.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1 import ranks
+from vqa_r1.claims import FolderRefused
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
-from vqa_r1.output_dir import FolderRefused
 
 log = logging.getLogger(__name__)
 COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
@@ -274,7 +274,7 @@ def failures_recorded(
     does not own the signal): SIGTERM raises ``Terminated`` here, then INTERRUPTED. A state the
     work recorded itself (COMPLETED, STOPPED, REQUEUED, ...) is left alone; so is a folder that
     was never created (a run refused before it began), and so is a folder the command was refused
-    (``output_dir.FolderRefused``: it may hold another run). Rank 0 alone writes.
+    (``claims.FolderRefused``: it may hold another run). Rank 0 alone writes.
     """
     root = Path(run_dir)
     before = _state_and_time(root)  # an end state written before this attempt is replaced

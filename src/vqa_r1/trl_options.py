@@ -14,7 +14,7 @@ section's ``trl`` mapping, written flat under ``train:``). This module knows TRL
 
 The per-verb check (a GRPO field on an SFT run) is ``check_verb``; constructing the verb's TRL
 config as the run would (its ``__post_init__`` checks) is train/runner.py's ``check_trl_config``,
-which the launch planner runs before anything is queued.
+which the launch builder (launch/build.py) runs before anything is queued.
 
 evaluate and merge runs do not train: their ``train:`` section accepts the fields of either class
 and is not used (a recipe's common part may hold a GRPO key for the grpo verb).
@@ -47,7 +47,7 @@ OWNED: dict[str, str] = {
     "output_dir": "the run directory is --output-dir; checkpoints go to its checkpoints/",
     "resume_from_checkpoint": "resume is automatic: a run continues from its latest complete "
     "checkpoint",
-    "overwrite_output_dir": "the run directory's own rule (output_dir.py, --overwrite) decides",
+    "overwrite_output_dir": "the run directory's own rule (claims.py, --overwrite) decides",
     "save_strategy": _CHECKPOINTS + " (checkpoints every train.save_steps)",
     "logging_strategy": _CHECKPOINTS + " (metrics.jsonl every train.logging_steps)",
     "logging_dir": _CHECKPOINTS,

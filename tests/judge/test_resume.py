@@ -106,7 +106,7 @@ def test_cache_key_changes_with_model_prompt_and_inputs(tmp_path, no_key_env):
         assert cli(*run_args(server, [("m", responses)], out, cache)) == 0
         assert cli(*run_args(server, [("m", responses)], out, cache, "--overwrite")) == 0
         assert server.count() == 3
-        # other settings go to another --out (the same --out is refused: output_dir.py)
+        # other settings go to another --out (the same --out is refused: claims.py)
         out2 = tmp_path / "simple.json"
         assert cli(*run_args(server, [("m", responses)], out2, cache, "--prompt", "simple")) == 0
         assert server.count() == 6

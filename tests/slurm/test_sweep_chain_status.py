@@ -149,7 +149,7 @@ def test_a_pipeline_relaunched_after_its_first_step_skips_it(submitted):
     assert "DONE EARLIER" in out and "(from the previous launch)" in out, out
     assert step_jobs(root) == {"sft": None, "evaluate": first["evaluate"]}  # nothing resubmitted
     subprocess.run(["scancel", first["evaluate"]], check=True, capture_output=True, timeout=30)
-    from vqa_r1.launch.graph import queued_states
+    from vqa_r1.launch.executor import queued_states
 
     wait_until(lambda: first["evaluate"] not in queued_states(), 60, lambda: "scancel to end it")
     out = launched(*RELAUNCH, "--output-dir", str(root))

@@ -11,8 +11,8 @@ from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError, unwritable_message
 from vqa_r1.typed_config import help_text
 
-if TYPE_CHECKING:  # the launcher's planning imports half the package: `vqa-r1 data` needs none
-    from vqa_r1.launch.plan import RunSpec
+if TYPE_CHECKING:  # the launcher's builder imports half the package: `vqa-r1 data` needs none
+    from vqa_r1.launch.build import RunSpec
 
 
 def add_set_argument(
@@ -62,7 +62,7 @@ def add_output_dir_argument(parser: argparse.ArgumentParser, what: str, default:
 
 
 def add_overwrite_argument(parser: argparse.ArgumentParser, what: str = "--output-dir") -> None:
-    """``--overwrite``: a folder the command would refuse is moved aside (output_dir.py)."""
+    """``--overwrite``: a folder the command would refuse is moved aside (claims.py)."""
     if "--overwrite" in parser._option_string_actions:
         return
     parser.add_argument(
@@ -75,18 +75,29 @@ def add_overwrite_argument(parser: argparse.ArgumentParser, what: str = "--outpu
 
 
 def make_way_or_complete(root, verb: str, settings, overwrite: bool, flag: str = "--output-dir"):
-    """output_dir.make_way, printing what it found; True when ``root`` is complete (nothing to
-    do)."""
-    from vqa_r1 import output_dir
+    """claims.make_way, printing what it found; True when ``root`` is complete (nothing to do).
+    The data builders' rule (`vqa-r1 data ...`), which write one folder in this process."""
+    from vqa_r1 import claims
 
-    state = output_dir.make_way(root, verb, settings, overwrite=overwrite, flag=flag)
-    if state == output_dir.COMPLETE:
+    state = claims.make_way(root, verb, settings, overwrite=overwrite, flag=flag)
+    if state == claims.COMPLETE:
         print(
             f"{verb}: {root} is complete with these settings: nothing to do (--overwrite, or a "
             f"new {flag}, to run it again)"
         )
         return True
     return False
+
+
+def run_inprocess(graph, argv: list[str] | None = None):  # noqa: ANN001, ANN201
+    """A `vqa-r1 <verb>` command: its one-step graph run in this process by the one executor
+    (launch/executor.py); the outcome, for the verb's own summary line."""
+    import shlex
+
+    from vqa_r1.launch import executor
+
+    command = shlex.join(["vqa-r1", *(sys.argv[1:] if argv is None else argv)])
+    return executor.execute(graph, command)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -174,7 +185,7 @@ _EVAL_SHORTCUTS = (
 
 def run_spec(args: argparse.Namespace, verb: str) -> RunSpec:
     """The RunSpec of parsed run arguments: shortcut flags become overrides."""
-    from vqa_r1.launch.plan import RunSpec
+    from vqa_r1.launch.build import RunSpec
 
     overrides = list(args.overrides)
     if args.dataset:
@@ -188,7 +199,7 @@ def run_spec(args: argparse.Namespace, verb: str) -> RunSpec:
         verb=verb,
         model=args.model,
         recipe=args.recipe,
-        overrides=overrides,
+        overrides=tuple(overrides),
         output_dir=args.output_dir,
         adapter=getattr(args, "adapter", None),
         init_adapter=getattr(args, "init_adapter", None),

@@ -8,7 +8,7 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from vqa_r1 import output_dir
+from vqa_r1 import claims
 from vqa_r1.cli.common import add_overwrite_argument, make_way_or_complete
 from vqa_r1.data.synthetic import DomainShift, SceneConfig, SyntheticSpec, write_dataset
 from vqa_r1.errors import UserError
@@ -170,10 +170,10 @@ def run(args: argparse.Namespace) -> int:
         if make_way_or_complete(args.out, "data generate", settings, args.overwrite, "--out"):
             return 0
         start = time.perf_counter()
-        with output_dir.writing(args.out, "data generate", settings, "--out"):
-            output_dir.remove_temporaries(args.out)  # of a killed run of this command
-            write_dataset(args.out, spec, carry=(output_dir.MARKER, output_dir.LOCK))
-            output_dir.mark_complete(args.out)
+        with claims.writing(args.out, "data generate", settings, "--out"):
+            claims.remove_temporaries(args.out)  # of a killed run of this command
+            write_dataset(args.out, spec, carry=(claims.MARKER, claims.LOCK))
+            claims.mark_complete(args.out)
         n = sum(spec.splits.values())
         took = time.perf_counter() - start
         print(f"wrote {n} scenes to {args.out} in {took:.1f} s ({n / took:.0f} scenes/s)")
@@ -230,7 +230,7 @@ def _bias(args: argparse.Namespace) -> int:
         source = dataset_dir(data_config(source))
     elif not Path(source).exists():
         raise UserError(f"--source {source}: no such folder (or pass 'synthetic')")
-    if output_dir.inside(args.out, source) or output_dir.inside(source, args.out):
+    if claims.inside(args.out, source) or claims.inside(source, args.out):
         raise UserError(
             f"--out {args.out} is --source {source} or lies inside it (or holds it): writing "
             "there would replace the source's files; give another --out"
@@ -244,8 +244,8 @@ def _bias(args: argparse.Namespace) -> int:
     }
     if make_way_or_complete(args.out, "data bias", settings, args.overwrite, "--out"):
         return 0
-    with output_dir.writing(args.out, "data bias", settings, "--out"):
-        output_dir.remove_temporaries(args.out)
+    with claims.writing(args.out, "data bias", settings, "--out"):
+        claims.remove_temporaries(args.out)
         card = build_biased_dataset(
             source,
             args.out,
@@ -253,9 +253,9 @@ def _bias(args: argparse.Namespace) -> int:
             args.target,
             args.seed,
             args.split,
-            carry=(output_dir.MARKER, output_dir.LOCK),
+            carry=(claims.MARKER, claims.LOCK),
         )
-        output_dir.mark_complete(args.out)
+        claims.mark_complete(args.out)
     print(
         f"{card['kind']} bias of the {card['split']} split: {card['achieved']:.4f} "
         f"(target {card['target']}, {card['correct']}/{card['n']} rows, one-sided binomial "
@@ -285,10 +285,10 @@ def _counting(args: argparse.Namespace) -> int:
     settings = {"spec": spec.to_dict()}
     if make_way_or_complete(args.out, "data counting", settings, args.overwrite, "--out"):
         return 0
-    with output_dir.writing(args.out, "data counting", settings, "--out"):
-        output_dir.remove_temporaries(args.out)
-        write_counting(args.out, spec, carry=(output_dir.MARKER, output_dir.LOCK))
-        output_dir.mark_complete(args.out)
+    with claims.writing(args.out, "data counting", settings, "--out"):
+        claims.remove_temporaries(args.out)
+        write_counting(args.out, spec, carry=(claims.MARKER, claims.LOCK))
+        claims.mark_complete(args.out)
     print(
         f"wrote {sum(sizes.values())} counting scenes ({', '.join(f'{k} {n}' for k, n in sizes.items())}) to {args.out}"
     )
@@ -333,10 +333,10 @@ def _cryptogram(args: argparse.Namespace) -> int:
     settings = {"spec": spec_dict(spec)}
     if make_way_or_complete(args.out, "data cryptogram", settings, args.overwrite, "--out"):
         return 0
-    with output_dir.writing(args.out, "data cryptogram", settings, "--out"):
-        output_dir.remove_temporaries(args.out)
-        write_dataset(args.out, spec, carry=(output_dir.MARKER, output_dir.LOCK))
-        output_dir.mark_complete(args.out)
+    with claims.writing(args.out, "data cryptogram", settings, "--out"):
+        claims.remove_temporaries(args.out)
+        write_dataset(args.out, spec, carry=(claims.MARKER, claims.LOCK))
+        claims.mark_complete(args.out)
     counts = ", ".join(f"{k} {n}" for k, n in sizes.items())
     print(f"wrote {sum(sizes.values())} cryptograms ({counts}) to {args.out}")
     return 0

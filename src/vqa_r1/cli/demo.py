@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vqa_r1.cli.common import add_overwrite_argument, add_set_argument
 from vqa_r1.experiments.spec import DEMO_ROWS
-from vqa_r1.launch.plan import JobOptions
+from vqa_r1.launch.request import JobOptions
 
 MODEL = "tiny-qwen2.5-vl-pretrained"
 OUT = "runs/demo"

@@ -7,7 +7,8 @@ the resolved configuration and submits nothing.
 Also: `--sweep key=v1,v2` (one job array, launch/sweep.py), `pipeline` (sft -> merge -> grpo ->
 evaluate as dependent jobs, launch/pipeline.py), `experiment` (a declared study), `merge`
 (train/merge.py), and `status`, `logs`, `cancel` on any launch folder or a job id
-(launch/monitor.py). Every launch is a graph of jobs run by one executor (launch/graph.py).
+(launch/monitor.py). Every launch is a graph of jobs built by one builder (launch/build.py) and
+run by one executor (launch/executor.py).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from vqa_r1.cli.common import (
 )
 from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args
 from vqa_r1.judge.job import server_setup_lines
-from vqa_r1.launch import graph
+from vqa_r1.launch import build, executor
 from vqa_r1.launch import monitor as m
-from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS, plan_pipeline
-from vqa_r1.launch.plan import JobOptions, Planner, RunSpec
-from vqa_r1.launch.sweep import plan_sweep
+from vqa_r1.launch.graph import Graph
+from vqa_r1.launch.pipeline import DEFAULT_STEPS, STEPS
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.train.pretrain import config_from_overrides
 
 JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
@@ -146,9 +147,10 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("job")
     g.add_argument(
         "--executor",
-        choices=["auto", "slurm", "local"],
+        choices=["auto", "slurm", "local", "inprocess"],
         default="auto",
-        help="auto: SLURM when sbatch is on PATH, else a local subprocess",
+        help="auto: SLURM when sbatch is on PATH, else a local subprocess; inprocess: the steps "
+        "one after another in this process (what `vqa-r1 sft` does; no time limit, no requeue)",
     )
     g.add_argument(
         "--cluster",
@@ -239,39 +241,30 @@ def job_options(args: argparse.Namespace) -> JobOptions:
     )
 
 
-def build_request(args: argparse.Namespace, planner: Planner) -> tuple:
-    """(request, run directory, resolved RunConfig or None) for a single job."""
-    if args.verb == "judge":
-        jconfig = config_from_args(args)
-        request, out = planner.judge_request(jconfig, args.output_dir, server_setup_lines(jconfig))
-        return request, out, None
-    if args.verb == "doctor":
-        request, out = planner.doctor_request(args.models, args.output_dir)
-        return request, out, None
-    if args.verb == "pretrain":
-        cfg = config_from_overrides(args.family, args.overrides)
-        request, out = planner.pretrain_request(cfg, Path(args.out).resolve(), args.stop_after)
-        return request, out, None
-    if args.verb == "merge":
-        spec = RunSpec(
-            "merge", args.model, args.recipe, list(args.overrides), args.output_dir, args.adapter
-        )
-        return planner.merge_request(spec)
-    return planner.run_request(run_spec(args, args.verb))
-
-
-def plan_launch(args: argparse.Namespace, planner: Planner) -> tuple[graph.Graph, Any]:
-    """The launch as a graph of checked steps (and a single job's resolved config, or None)."""
+def build_graph(args: argparse.Namespace, job: JobOptions) -> tuple[Graph, Any]:
+    """The launch as a graph of checked steps (launch/build.py), and a single run's resolved
+    config (None for the other kinds)."""
     if args.verb == "pipeline":
         overrides = list(args.overrides)
         if args.dataset:
             overrides.append(f"data.dataset={args.dataset}")
-        return plan_pipeline(args.model, args.steps, overrides, args.output_dir, planner), None
+        return build.pipeline_graph(args.model, args.steps, overrides, args.output_dir, job), None
+    if args.verb == "judge":
+        jconfig = config_from_args(args)
+        return build.judge_graph(jconfig, args.output_dir, server_setup_lines(jconfig), job), None
+    if args.verb == "doctor":
+        return build.doctor_graph(args.models, args.output_dir, job), None
+    if args.verb == "pretrain":
+        cfg = config_from_overrides(args.family, args.overrides)
+        return build.pretrain_graph(cfg, args.out, args.stop_after, job), None
+    if args.verb == "merge":
+        spec = build.RunSpec(
+            "merge", args.model, args.recipe, tuple(args.overrides), args.output_dir, args.adapter
+        )
+        return build.job_graph(spec, job)
     if getattr(args, "sweep", None):
-        spec = run_spec(args, args.verb)
-        return plan_sweep(spec, planner, args.sweep, args.parallel), None
-    request, run_dir, config = build_request(args, planner)
-    return graph.Graph("run", run_dir, [graph.Step(args.verb, run_dir, request)]), config
+        return build.sweep_graph(run_spec(args, args.verb), job, args.sweep, args.parallel), None
+    return build.job_graph(run_spec(args, args.verb), job)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def launch(args: argparse.Namespace, command: str) -> int:
+    """Build the launch's graph, then print it (``--dry-run``) or run it."""
     if args.verb in MONITOR_VERBS:
         return monitor(args)
     job = job_options(args)
@@ -291,24 +285,24 @@ def launch(args: argparse.Namespace, command: str) -> int:
         return run_experiment(
             args.name, args.model, list(args.overrides), args.output_dir, job, command
         )
-    g, config = plan_launch(args, Planner(job))
+    graph, config = build_graph(args, job)
     if job.dry_run:
-        return print_dry_run(g, config, job)
+        return print_dry_run(graph, config, job)
     if args.verb == "doctor":
-        outcome = graph.launch(g, command, no_wait=True)
+        outcome = executor.execute(graph, command, no_wait=True)
         if outcome.jobs and not job.no_wait:
-            record = m.read_jobs(g.root)[-1]
+            record = m.read_jobs(graph.root)[-1]
             return doctor_result(outcome.jobs["doctor"], m.log_path(record, stderr=True))
         return outcome.code
-    return graph.launch(g, command, no_wait=job.no_wait).code
+    return executor.execute(graph, command, no_wait=job.no_wait).code
 
 
-def print_dry_run(g: graph.Graph, config: Any, job: JobOptions) -> int:
+def print_dry_run(graph: Graph, config: Any, job: JobOptions) -> int:
     """The job scripts, and a single job's resolved configuration; nothing is written."""
-    if job.overwrite and g.root.is_dir() and any(g.root.iterdir()):
-        print(f"note: --overwrite: {g.root} will be moved aside to {g.root.name}.old-<time> on "
-              "submission (nothing is deleted)", file=sys.stderr)  # fmt: skip
-    print(graph.dry_run(g), end="")
+    if job.overwrite and graph.root.is_dir() and any(graph.root.iterdir()):
+        print(f"note: --overwrite: {graph.root} will be moved aside to {graph.root.name}.old-"
+              "<time> on submission (nothing is deleted)", file=sys.stderr)  # fmt: skip
+    print(executor.dry_run(graph), end="")
     if config is not None:
         print("# ---- resolved configuration (written to the run directory on submit) ----")
         print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
@@ -321,7 +315,7 @@ def doctor_result(launched, log: Path) -> int:
     try:
         result = launched.result()
     except Exception as err:
-        print(f"error: doctor failed: {graph.failure_reason(err)}; log: {log}", file=sys.stderr)
+        print(f"error: doctor failed: {executor.failure_reason(err)}; log: {log}", file=sys.stderr)
         return 1
     print(result["report"])
     return int(result["exit_code"])

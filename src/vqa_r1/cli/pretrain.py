@@ -1,18 +1,16 @@
-"""`vqa-r1 pretrain`: build a pretrained tiny model of one family (the shipped ones' command)."""
+"""`vqa-r1 pretrain`: build a pretrained tiny model of one family (the shipped ones' command), in
+this process (a one-step graph of the one builder and executor)."""
 
 from __future__ import annotations
 
 import argparse
 
-from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, make_way_or_complete
+from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, run_inprocess
+from vqa_r1.launch.build import pretrain_graph
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.models.registry import FAMILIES
-from vqa_r1.train.pretrain import (
-    PretrainConfig,
-    config_from_overrides,
-    pretrain,
-    pretrain_settings,
-)
+from vqa_r1.train.pretrain import PretrainConfig, config_from_overrides
 from vqa_r1.typed_config import help_text
 
 
@@ -41,17 +39,20 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "pretrain") -> No
 def run(args: argparse.Namespace) -> int:
     setup_logging()
     cfg = config_from_overrides(args.family, args.overrides)
-    if make_way_or_complete(args.out, "pretrain", pretrain_settings(cfg), args.overwrite, "--out"):
+    job = JobOptions(executor="inprocess", overwrite=args.overwrite)
+    outcome = run_inprocess(pretrain_graph(cfg, args.out, args.stop_after, job))
+    if outcome.nothing_to_do:
         return 0
-    record = pretrain(cfg, args.out, stop_after=args.stop_after)
+    record = outcome.results["pretrain"]
     if not record["complete"]:
         print(
-            f"pretrain stopped after {record['global_step']} steps; losses in {args.out}/work/prefix.json"
+            f"pretrain stopped after {record['global_step']} steps; losses in "
+            f"{args.out}/work/prefix.json"
         )
         return 0
     print(
-        f"pretrain finished: {record['global_step']} steps in {record['train_seconds'] / 60:.1f} min; "
-        f"read-out (exact) "
+        f"pretrain finished: {record['global_step']} steps in "
+        f"{record['train_seconds'] / 60:.1f} min; read-out (exact) "
         + ", ".join(f"{k} {v['exact']:.2f}" for k, v in record["readout"].items())
         + f"; model and card in {args.out}"
     )

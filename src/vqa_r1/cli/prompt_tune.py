@@ -1,14 +1,14 @@
-"""`vqa-r1 prompt-tune`: PEFT prompt tuning (virtual tokens, the model frozen), then evaluation."""
+"""`vqa-r1 prompt-tune`: PEFT prompt tuning (virtual tokens, the model frozen), then evaluation, in
+this process (a one-step graph of the one builder and executor)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, make_way_or_complete
+from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, run_inprocess
 from vqa_r1.logging_setup import setup_logging
-from vqa_r1.run_dir import failures_recorded
-from vqa_r1.typed_config import help_text, to_dict
+from vqa_r1.typed_config import help_text
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") -> None:
@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from vqa_r1.launch.prompt_tuning import run_base, run_prompt_tuning
+    from vqa_r1.launch.build import prompt_tune_graph
+    from vqa_r1.launch.request import JobOptions
     from vqa_r1.train.prompt_tuning import config_from_overrides
 
     setup_logging()
@@ -52,14 +53,12 @@ def run(args: argparse.Namespace) -> int:
     if args.mode is not None:
         overrides.append(f"mode={args.mode}")
     cfg = config_from_overrides(overrides)
-    verb = "prompt-tune --base" if args.base else "prompt-tune"
-    if make_way_or_complete(args.output_dir, verb, to_dict(cfg), args.overwrite):
+    job = JobOptions(executor="inprocess", overwrite=args.overwrite)
+    graph = prompt_tune_graph(cfg, args.output_dir, args.base, args.stop_after, job)
+    outcome = run_inprocess(graph)
+    if outcome.nothing_to_do:
         return 0
-    with failures_recorded(args.output_dir):  # an exception or a kill: FAILED / INTERRUPTED
-        if args.base:
-            scores = run_base(cfg, args.output_dir)
-        else:
-            scores = run_prompt_tuning(cfg, args.output_dir, stop_after=args.stop_after)
+    scores = outcome.results["prompt-tune"]
     if not args.base and "accuracy" not in scores:
         step = scores["training"]["global_step"]
         print(f"prompt-tune stopped after {step} steps; run again to resume")

@@ -31,10 +31,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.claims import inside
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir
 from vqa_r1.metrics import one_sided_binomial_p
-from vqa_r1.output_dir import inside
 
 KINDS = ("text", "visual")
 TOLERANCE = 0.01

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vqa_r1 import output_dir
+from vqa_r1 import claims
 from vqa_r1.answers import NUMBER_RULES, extract_answer
 from vqa_r1.config import RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split, rows_instruction
@@ -51,16 +51,16 @@ def evaluate(
     loaded: Any = None,
     progress: bool = True,
 ) -> dict:
-    """Evaluate into ``out_dir`` (output_dir.py's rule: a folder of another run, other settings
+    """Evaluate into ``out_dir`` (claims.py's rule: a folder of another run, other settings
     or files not ours is refused before anything is written; a complete evaluation with these
     settings returns its scores.json and generates nothing; its lock is held meanwhile)."""
-    with output_dir.writing(out_dir, "evaluate", run_settings(config, adapter)) as state:
+    with claims.writing(out_dir, "evaluate", run_settings(config, adapter)) as state:
         scores_file = Path(out_dir) / "scores.json"
-        if state == output_dir.COMPLETE and scores_file.exists():
+        if state == claims.COMPLETE:
             log.info("%s: a complete evaluation with these settings: nothing to do", out_dir)
             return {**json.loads(scores_file.read_text()), "already_complete": True}
         scores = _evaluate(config, Path(out_dir), adapter, loaded, progress)
-        output_dir.mark_complete(out_dir)
+        claims.mark_complete(out_dir)
         return scores
 
 

@@ -1,19 +1,19 @@
-"""Declared experiments: one spec file per study, launched as a resumable chain of jobs.
+"""Declared experiments: one spec file per study, launched as a resumable graph of jobs.
 
-``python slurm/launch.py experiment NAME --model MODEL`` reads ``specs/NAME.yaml``, plans every
-run, evaluation and dataset of the study with the model's own recipes (builder.py and one planner
-per kind), prepares the datasets on the login node, and submits the steps as jobs that wait for
-the steps they need (a graph, launch/graph.py), the last one writing the tables and plots
-(report/experiment.py). ``experiment.json`` in the experiment folder declares the design, the
-steps and the tables; ``launch.json`` beside it records the jobs. Re-launching the same command
-skips what is complete.
+``python slurm/launch.py experiment NAME --model MODEL`` reads ``specs/NAME.yaml``, builds every
+run, evaluation and dataset of the study with the model's own recipes (study.py and one
+``design`` per kind) into a graph of the one builder (launch/build.py), and runs it with the one
+executor (launch/executor.py): it claims the experiment folder, makes the datasets and
+``experiment.json`` (the design, the steps and the tables), then runs or submits the steps, each
+waiting for the steps it needs, the last one writing the tables and plots (report/experiment.py);
+``launch.json`` beside it records the jobs. Re-launching the same command skips what is complete.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from vqa_r1 import output_dir as folders
+from vqa_r1 import claims
 from vqa_r1.errors import UserError
 from vqa_r1.experiments import (
     counting,
@@ -24,49 +24,49 @@ from vqa_r1.experiments import (
     sim2real,
     text_bias,
 )
-from vqa_r1.experiments.builder import Builder, split_overrides
 from vqa_r1.experiments.spec import list_specs, load_spec
+from vqa_r1.experiments.study import Study, split_overrides
 from vqa_r1.io import atomic_write_json
-from vqa_r1.launch import graph
-from vqa_r1.launch.plan import JobOptions
+from vqa_r1.launch import executor
+from vqa_r1.launch.build import GraphBuilder
+from vqa_r1.launch.graph import Graph, order
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
 from vqa_r1.typed_config import to_dict
 
-PLANNERS = {
-    "demo": demo.plan,
-    "text-bias": text_bias.plan,
-    "sim2real": sim2real.plan,
-    "drivingvqa": drivingvqa.plan,
-    "prompt-tuning": prompt_tuning.plan,
-    "counting": counting.plan,
-    "cryptogram": cryptogram.plan,
+DESIGNS = {
+    "demo": demo.design,
+    "text-bias": text_bias.design,
+    "sim2real": sim2real.design,
+    "drivingvqa": drivingvqa.design,
+    "prompt-tuning": prompt_tuning.design,
+    "counting": counting.design,
+    "cryptogram": cryptogram.design,
 }
 
-__all__ = ["list_specs", "plan_experiment", "run_experiment"]
+__all__ = ["build_experiment", "list_specs", "run_experiment"]
 
 
-def plan_experiment(
+def build_study(
     name: str, model: str, overrides: list[str], output_dir: str | None, job: JobOptions
-) -> Builder:
+) -> Study:
+    """The study's steps, datasets and tables, checked; nothing written."""
     per_verb, spec_overrides = split_overrides(overrides)
     spec = load_spec(name, spec_overrides)
     label = Path(name).stem
     root = Path(output_dir or f"results/experiments/{label}-{model}").resolve()
     if (root / "config.yaml").exists():
         raise UserError(f"{root} is a run directory; give the experiment its own --output-dir")
-    # output_dir.py's rule for the experiment folder: checked before the builder writes its data
-    # (a re-launch with other step settings is refused step by step, builder.check_relaunch)
-    settings = {"experiment": label, "model": model}
-    if not job.dry_run:
-        folders.make_way(root, "experiment", settings, overwrite=job.overwrite)
-        folders.claim(root, "experiment", settings)
-    elif not job.overwrite:
-        folders.check(root, "experiment", settings)
-    previous = {} if job.overwrite and job.dry_run else previous_steps(root)
-    b = Builder(spec, label, model, root, job, per_verb, previous=previous)
-    PLANNERS[spec.kind](b)
-    b.add_tables_step()
-    return b
+    # claims.py's rule for the experiment folder, read only: the executor claims it; a
+    # re-launch with other step settings is refused step by step (GraphBuilder.check_relaunch)
+    if not job.overwrite:
+        claims.check(root, "experiment", {"experiment": label, "model": model})
+    previous = {} if job.overwrite else previous_steps(root)
+    builder = GraphBuilder(job, previous=previous, previous_file=root / EXPERIMENT_FILE)
+    study = Study(spec, label, model, root, builder, per_verb)
+    DESIGNS[spec.kind](study)
+    study.add_tables_step()
+    return study
 
 
 def previous_steps(root: Path) -> dict[str, dict]:
@@ -77,28 +77,29 @@ def previous_steps(root: Path) -> dict[str, dict]:
     return {s["name"]: s for s in steps if isinstance(s, dict) and "name" in s}
 
 
-def header(b: Builder) -> dict:
+def header(study: Study) -> dict:
     return {
-        "experiment": b.name,
-        "kind": b.spec.kind,
-        "description": b.spec.description,
-        "model": b.model,
-        "spec": to_dict(b.spec),
-        "data": b.notes,
-        "tables": b.tables,
-        "plots": b.plots,
+        "experiment": study.name,
+        "kind": study.spec.kind,
+        "description": study.spec.description,
+        "model": study.model,
+        "spec": to_dict(study.spec),
+        "data": study.notes,
+        "tables": study.tables,
+        "plots": study.plots,
     }
 
 
-def describe(b: Builder) -> list[str]:
-    todo = [s for s in b.steps if not s.done]
+def describe(study: Study) -> list[str]:
+    todo = [s for s in study.steps if not s.done]
     lines = [
-        f"# experiment {b.name} ({b.spec.kind}) on {b.model} in {b.root}",
-        f"# {len(b.steps)} steps, {len(b.steps) - len(todo)} complete from an earlier launch",
+        f"# experiment {study.name} ({study.spec.kind}) on {study.model} in {study.root}",
+        f"# {len(study.steps)} steps, {len(study.steps) - len(todo)} complete from an earlier "
+        "launch",
     ]
-    lines += [f"# data: {note}" for note in b.notes]
-    lines += tiny_model_note(b)
-    for step in graph.order(b.steps):
+    lines += [f"# data: {note}" for note in study.notes]
+    lines += tiny_model_note(study)
+    for step in order(study.steps):
         after = f" after {', '.join(step.after)}" if step.after and step.name != "tables" else ""
         if step.name == "tables":
             after = " after all other steps (afterany)"
@@ -107,32 +108,46 @@ def describe(b: Builder) -> list[str]:
     return lines
 
 
-def tiny_model_note(b: Builder) -> list[str]:
+def tiny_model_note(study: Study) -> list[str]:
     """A tiny model other than the one pretrained for the study runs, and its numbers are shown
-    as measured; the plan says which tiny model was taught the task, so nobody reads a floor as
-    the method's failure (a hub model gets no note)."""
+    as measured; the description says which tiny model was taught the task, so nobody reads a
+    floor as the method's failure (a hub model gets no note)."""
     from vqa_r1.models.registry import get_spec
 
-    wanted = b.spec.tiny_model
-    if wanted is None or wanted == b.model or not get_spec(b.model).tiny:
+    wanted = study.spec.tiny_model
+    if wanted is None or wanted == study.model or not get_spec(study.model).tiny:
         return []
     return [
-        f"# note: {b.model} was not pretrained for this task; the tiny model pretrained for it is "
-        f"{wanted} (README, 'Pretrained tiny models')"
+        f"# note: {study.model} was not pretrained for this task; the tiny model pretrained for "
+        f"it is {wanted} (README, 'Pretrained tiny models')"
     ]
 
 
-def declare(b: Builder) -> None:
+def declare(study: Study) -> None:
     """``experiment.json``: the design, each step's run directory, labels and settings, and the
     tables (what ``vqa-r1 tables`` and a re-launch read)."""
     steps = [
-        {"name": s.name, "run_dir": str(s.run_dir), "after": s.after, **s.info} for s in b.steps
+        {"name": s.name, "run_dir": str(s.run_dir), "after": list(s.after), **s.info}
+        for s in study.steps
     ]
-    atomic_write_json(b.root / EXPERIMENT_FILE, {**header(b), "steps": steps})
+    atomic_write_json(study.root / EXPERIMENT_FILE, {**header(study), "steps": steps})
 
 
-def experiment_graph(b: Builder) -> graph.Graph:
-    return graph.Graph("experiment", b.root, b.steps, lines=describe(b), header={"model": b.model})
+def build_experiment(
+    name: str, model: str, overrides: list[str], output_dir: str | None, job: JobOptions
+) -> tuple[Study, Graph]:
+    """The experiment as a graph: its folder claimed by the executor, then its datasets and
+    ``experiment.json`` made, then its steps."""
+    study = build_study(name, model, overrides, output_dir, job)
+    study.builder.prep(f"{EXPERIMENT_FILE} in {study.root}", lambda: declare(study))
+    graph = study.builder.graph(
+        "experiment",
+        study.root,
+        lines=tuple(describe(study)),
+        header={"model": model},
+        claim=("experiment", {"experiment": study.name, "model": model}),
+    )
+    return study, graph
 
 
 def run_experiment(
@@ -144,15 +159,12 @@ def run_experiment(
     command: str,
     no_wait: bool = False,
 ) -> int:
-    b = plan_experiment(name, model, overrides, output_dir, job)
-    g = experiment_graph(b)
+    study, graph = build_experiment(name, model, overrides, output_dir, job)
     if job.dry_run:
-        print(graph.dry_run(g), end="")
+        print(executor.dry_run(graph), end="")
         return 0
-    print("\n".join(g.lines), flush=True)
-    with folders.FolderLock(b.root, "experiment"):  # one launch at a time writes it
-        declare(b)
-        outcome = graph.launch(g, command, no_wait)
-    if outcome.executor == "local" and outcome.code == 0:
-        print(f"experiment {b.name} completed; tables and plots in {b.root}")
+    print("\n".join(graph.lines), flush=True)
+    outcome = executor.execute(graph, command, no_wait)
+    if outcome.executor in ("local", "inprocess") and outcome.code == 0:
+        print(f"experiment {study.name} completed; tables and plots in {study.root}")
     return outcome.code

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vqa_r1.errors import UserError
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 
 GRPO_ROWS = ("grpo", "sft+grpo")
 
@@ -41,7 +41,7 @@ def counting_spec(spec):
         raise UserError(f"experiment: counting scenes: {e}") from None
 
 
-def counting_data(b: Builder) -> str:
+def counting_data(b: Study) -> str:
     """The counting scenes' folder, generated at submission into its cache (keyed by the
     settings); a dry run only names it."""
     from vqa_r1.data.counting import counting_dataset_dir, counting_target
@@ -57,7 +57,7 @@ def counting_data(b: Builder) -> str:
     )
 
 
-def superclevr_folder(b: Builder) -> str | None:
+def superclevr_folder(b: Study) -> str | None:
     """``experiment.superclevr`` checked now, in one line: a SuperCLEVR counting release (or a
     folder saved from one); None when empty."""
     from vqa_r1.data import formats
@@ -77,7 +77,7 @@ def superclevr_folder(b: Builder) -> str | None:
     return str(folder)
 
 
-def grpo_rewards(b: Builder) -> list[str]:
+def grpo_rewards(b: Study) -> list[str]:
     """The recipe's GRPO rewards with its answer accuracy replaced by the ``count`` reward (its
     format reward and weights kept)."""
     funcs = b.config("grpo").train.reward_funcs
@@ -93,7 +93,7 @@ def grpo_rewards(b: Builder) -> list[str]:
     return [f"train.reward_funcs=[{','.join(counted)}]"]
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     superclevr = superclevr_folder(b)  # a bad folder is refused before the scenes are made
     data = counting_data(b)

@@ -22,7 +22,7 @@ both GRPO runs over their steps.
 from __future__ import annotations
 
 from vqa_r1.errors import UserError
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 
 FORMAT = "cryptogram_format"
 REWARDS = {
@@ -69,7 +69,7 @@ def cryptogram_spec(spec):
         raise UserError(f"experiment: cryptograms: {e}") from None
 
 
-def cryptogram_data(b: Builder) -> str:
+def cryptogram_data(b: Study) -> str:
     """The cryptograms' folder, generated at submission into its cache (keyed by the settings);
     a dry run only names it."""
     from vqa_r1.data.cryptogram import cryptogram_dataset_dir, cryptogram_target, word_list
@@ -99,7 +99,7 @@ def reward_overrides(kind: str) -> list[str]:
     return [f"train.reward_funcs=[{','.join(REWARDS[kind])}]", "train.reward_weights=null"]
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     data = cryptogram_data(b)
     from_sft = spec.cryptogram_grpo_from == "sft"

@@ -7,10 +7,10 @@ model and with chance, and the GRPO runs' reward curves are drawn beside it.
 
 from __future__ import annotations
 
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     data = b.source_dataset()
     # with experiment.seeds=N every trained row runs once per seed (SFT then GRPO continues the

@@ -9,11 +9,11 @@ comparison: each trained model against the base model, and GRPO against SFT (two
 
 from __future__ import annotations
 
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 from vqa_r1.train.merge import merged_dir
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     data = b.drivingvqa_dataset()
     b.evaluate("eval/base", data, {"method": "base"})

@@ -8,10 +8,10 @@ virtual tokens (two-proportion test within the mode).
 
 from __future__ import annotations
 
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     rows = []
     for mode in spec.prompt_modes:

@@ -9,10 +9,10 @@ and against the base model (whether sim training helps at all), two-proportion t
 
 from __future__ import annotations
 
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     domains = {"sim": b.source_dataset(), "real": b.real_dataset()}
     rows = []

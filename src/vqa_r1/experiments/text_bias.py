@@ -10,14 +10,14 @@ bias levels, and each level against the unbiased level (two-proportion test).
 
 from __future__ import annotations
 
-from vqa_r1.experiments.builder import Builder
+from vqa_r1.experiments.study import Study
 
 
 def level_name(level: str) -> str:
     return "none" if level.strip().lower() == "none" else f"{float(level):g}"
 
 
-def plan(b: Builder) -> None:
+def design(b: Study) -> None:
     spec = b.spec
     source = b.source_dataset()
     trained_on: dict[str, str] = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from vqa_r1 import output_dir
+from vqa_r1 import claims
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
 from vqa_r1.judge.batch import BatchJudge, BatchReport
@@ -143,7 +143,7 @@ class JudgeJobConfig:
         return self.judge_model or ""
 
 
-# what the checks file depends on (output_dir.py): not where the judge is served (the cache keys
+# what the checks file depends on (claims.py): not where the judge is served (the cache keys
 # verdicts by model, prompt and item, too), the request pacing, the cache or logging
 _SETTINGS = (
     "responses", "out", "judge_model", "backend", "prompt", "temperature", "limit",
@@ -195,7 +195,7 @@ def validate(config: JudgeJobConfig) -> None:
     if Path(config.out).is_dir():
         raise UserError(f"--out {config.out}: is a directory; give a .json file path")
     if not config.dry_run and not config.overwrite:  # refused here, before anything is judged
-        output_dir.check_file(config.out, "judge", judge_settings(config))
+        claims.check_file(config.out, "judge", judge_settings(config))
     load_prompt(config.prompt)
     load_all_items(config)  # every file parses and every item has a claim
     if config.backend == "openai":
@@ -330,10 +330,10 @@ def run_job(config: JudgeJobConfig) -> int:
             else:
                 log.info(batch.estimate(items).describe(batch.judge_model))
             return 0
-        with output_dir.writing_file(
+        with claims.writing_file(
             config.out, "judge", judge_settings(config), config.overwrite
         ) as state:
-            if state == output_dir.COMPLETE:
+            if state == claims.COMPLETE:
                 log.info("%s: complete with these settings: nothing to do", config.out)
                 print(f"judge: {config.out} is complete with these settings: nothing to do")
                 return 0
@@ -345,7 +345,7 @@ def run_job(config: JudgeJobConfig) -> int:
                 report = batch.run(items)
             write_records(config.out, report, redact)
             if report.failed == 0 and report.skipped == 0 and not report.aborted:
-                output_dir.mark_file_complete(config.out)
+                claims.mark_file_complete(config.out)
         log.info("wrote %s: %s", config.out, report.summary())
         if report.failures:
             log.info("failures by reason: %s", json.dumps(report.failures))

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from vqa_r1 import output_dir
+from vqa_r1 import claims
 from vqa_r1.eval.prompt_scoring import evaluate_base, evaluate_prompt
 from vqa_r1.run_dir import RunDir
 from vqa_r1.train.prompt_tuning import PromptTuneConfig, load_base, train_prompt
@@ -33,9 +33,9 @@ def run_prompt_tuning(
     ``training``. With ``stop_after`` (a prefix of the run, as if killed), returns the partial
     training record and does not evaluate."""
     rd = RunDir(Path(run_dir))
-    with output_dir.writing(rd.root, "prompt-tune", to_dict(config)) as state:
+    with claims.writing(rd.root, "prompt-tune", to_dict(config)) as state:
         scores_file = rd.root / "eval" / "scores.json"
-        if state == output_dir.COMPLETE and scores_file.exists():  # not trained nor scored again
+        if state == claims.COMPLETE:  # not trained nor scored again
             log.info("%s: a complete prompt-tuning run with these settings: nothing to do", rd.root)
             return {**json.loads(scores_file.read_text()), "already_complete": True}
         loaded = load_base(config)
@@ -48,19 +48,20 @@ def run_prompt_tuning(
             config, rd.root / "eval", rd.final, loaded=loaded, progress=progress
         )
         rd.update_status(state="COMPLETED", accuracy=scores["accuracy"], split=scores["split"])
+        claims.mark_complete(rd.root)
         return {**scores, "training": _summary(record)}
 
 
 def run_base(config: PromptTuneConfig, out_dir: str | Path, progress: bool = True) -> dict:
     """The base model, no virtual tokens, in ``config.mode`` (no training); a complete scoring
     with the same settings is returned as it is."""
-    with output_dir.writing(out_dir, "prompt-tune --base", to_dict(config)) as state:
+    with claims.writing(out_dir, "prompt-tune --base", to_dict(config)) as state:
         scores_file = Path(out_dir) / "scores.json"
-        if state == output_dir.COMPLETE and scores_file.exists():
+        if state == claims.COMPLETE:
             log.info("%s: a complete base scoring with these settings: nothing to do", out_dir)
             return {**json.loads(scores_file.read_text()), "already_complete": True}
         scores = evaluate_base(config, out_dir, progress=progress)
-        output_dir.mark_complete(out_dir)
+        claims.mark_complete(out_dir)
         return scores
 
 

@@ -4,20 +4,18 @@ One array rather than N jobs because the scheduler then sees one request (one li
 id to cancel, `%P` to bound how many run at once), while each element still gets its own run
 directory `<output-dir>/<key>=<value>[,<key>=<value>...]` with its own resolved config.yaml, so a
 requeued element resumes from its own checkpoints and `status` can report each one. Every element
-is validated on the login node like a single job; the sweep is a graph of independent steps
-(launch/graph.py), so a re-launch skips the complete elements and keeps the queued ones.
+is checked on the login node like a single job by the one builder (launch/build.py
+``sweep_graph``); the sweep is a graph of independent steps, so a re-launch skips the complete
+elements and keeps the queued ones. This module holds the grid: parsing, names, the description.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
-from vqa_r1.launch.graph import Graph, Step
-from vqa_r1.launch.plan import Planner, RunSpec, default_dir, folder_check
 
 # ------------------------------------------------------------------------------- parsing
 
@@ -66,49 +64,7 @@ def check_conflicts(keys: dict[str, list[str]], overrides: list[str]) -> None:
         raise UserError(f"{', '.join(both)}: given both with --sweep and --set; keep one")
 
 
-# ------------------------------------------------------------------------------- planning
-
-
-def plan_sweep(
-    spec: RunSpec, planner: Planner, sweeps: list[str], parallel: int | None = None
-) -> Graph:
-    """Resolve and validate every element; nothing is written before the launch."""
-    keys = parse_sweeps(sweeps)
-    check_conflicts(keys, spec.overrides)
-    root = default_dir(f"{spec.verb}-{spec.model}-sweep", spec.output_dir)
-    if (root / "config.yaml").exists():
-        raise UserError(f"{root} is a run directory; give a sweep its own --output-dir")
-    settings = sweep_settings(spec, sweeps)
-    folder_check(root, "sweep", settings, planner.job)  # before its elements
-    if parallel is not None and parallel < 1:
-        raise UserError("--parallel must be at least 1")
-    steps, configs = [], []
-    for point in expand(keys):
-        name = element_name(point)
-        overrides = [f"{k}={v}" for k, v in point.items()]
-        element = replace(
-            spec, overrides=[*spec.overrides, *overrides], output_dir=str(root / name)
-        )
-        request, run_dir, config = planner.run_request(element)
-        steps.append(Step(name, run_dir, request, info={"set": overrides}))
-        configs.append(config.to_dict())
-    check_shared_request(steps)
-    header = {"verb": spec.verb, "keys": keys, "parallelism": parallel,
-              "job_name": f"vqa-r1-{spec.verb}-sweep"}  # fmt: skip
-    return Graph(
-        "sweep",
-        root,
-        steps,
-        lines=describe_sweep(spec.verb, root, keys, steps, configs),
-        header=header,
-        array=True,
-        parallelism=parallel,
-        claim=("sweep", settings),
-        overwrite=planner.job.overwrite,
-    )
-
-
-def sweep_settings(spec: RunSpec, sweeps: list[str]) -> dict:
+def sweep_settings(spec: Any, sweeps: list[str]) -> dict:
     """What makes two sweeps the same (output_dir.py): verb, model, recipe, --set, --sweep."""
     return {
         "verb": spec.verb,
@@ -119,7 +75,7 @@ def sweep_settings(spec: RunSpec, sweeps: list[str]) -> dict:
     }
 
 
-def check_shared_request(steps: list[Step]) -> None:
+def check_shared_request(steps: list[Any]) -> None:
     """An array is one sbatch script: every element must ask for the same resources and setup."""
     first = steps[0].request
     for step in steps[1:]:
@@ -159,7 +115,7 @@ def config_differences(configs: list[dict]) -> list[str]:
 
 
 def describe_sweep(
-    verb: str, root: Path, keys: dict[str, list[str]], steps: list[Step], configs: list[dict]
+    verb: str, root: Path, keys: dict[str, list[str]], steps: list[Any], configs: list[dict]
 ) -> list[str]:
     differing = config_differences(configs)
     lines = [

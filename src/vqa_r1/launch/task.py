@@ -34,14 +34,14 @@ from vqa_r1.train.pretrain import PretrainConfig, pretrain
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Task:
     """A job of one run directory; subclasses say what it does in ``run``."""
 
     run_dir: str
-    max_requeues: int | None = None  # set by the submitter; None: no limit
+    max_requeues: int | None = None  # --max-requeues; None: no limit
     signal_delay_s: float | None = None  # the cluster's warning time; None: no graceful requeue
-    gpus: int = 0  # GPUs per node the job asked for (set from its request, launch/submit.py)
+    gpus: int = 0  # GPUs per node the job asked for: it checks at start that it can use them
 
     verb = "task"
     uses_cuda = True  # False: the job's GPUs serve another program (a judge's vLLM server)
@@ -86,7 +86,7 @@ class RunUnhealthy(UserError):
     keeps UNHEALTHY and the alarm; failures_recorded leaves a state the run recorded alone)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainTask(Task):
     """SFT or GRPO (the verb is in the config)."""
 
@@ -131,29 +131,30 @@ class TrainTask(Task):
         return status
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvaluateTask(Task):
     adapter: str | None = None  # adapter folder or run directory to evaluate
+    progress: bool = False  # a progress bar (a terminal: `vqa-r1 evaluate`), not in job logs
 
     verb = "evaluate"
 
     def run(self) -> dict:
+        return evaluate(
+            self.run_config(), self.run_dir, adapter=self.adapter, progress=self.progress
+        )
 
-        return evaluate(self.run_config(), self.run_dir, adapter=self.adapter, progress=False)
 
-
-@dataclass
+@dataclass(frozen=True)
 class MergeTask(Task):
     adapter: str | None = None  # the SFT adapter (or its run directory) to fold into the base
 
     verb = "merge"
 
     def run(self) -> dict:
-
         return merge_adapter(self.run_config(), self.adapter, self.run_dir)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PretrainTask(Task):
     config: PretrainConfig | None = None  # resumes from run_dir/work/checkpoints after a requeue
     stop_after: int | None = None
@@ -161,11 +162,10 @@ class PretrainTask(Task):
     verb = "pretrain"
 
     def run(self) -> dict:
-
         return pretrain(self.config, Path(self.run_dir), self.stop_after)
 
 
-@dataclass
+@dataclass(frozen=True)
 class JudgeTask(Task):
     config: JudgeJobConfig | None = None  # no secrets: the key is read from the environment
 
@@ -173,19 +173,7 @@ class JudgeTask(Task):
     uses_cuda = False  # a judge's GPU runs its vLLM server; the client needs none
 
     def run(self) -> dict:
-
         return {"exit_code": run_job(self.config)}
-
-
-def task_for(verb: str, run_dir: str | Path, adapter: str | None = None) -> Task:
-    """The task of a run verb whose config is already in ``run_dir``."""
-    if verb in ("sft", "grpo"):
-        return TrainTask(str(run_dir))
-    if verb == "evaluate":
-        return EvaluateTask(str(run_dir), adapter=adapter)
-    if verb == "merge":
-        return MergeTask(str(run_dir), adapter=adapter)
-    raise ValueError(f"no run task for verb {verb!r}")
 
 
 def mark(run_dir: str, **fields) -> None:
@@ -211,7 +199,7 @@ def restart_count() -> int:
     return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TablesTask(Task):
     """An experiment's tables and plots, rebuilt from its run directories (``run_dir``: the
     experiment folder), so the report lands with the last job of the chain."""
@@ -225,7 +213,7 @@ class TablesTask(Task):
         return build_report(Path(self.run_dir))
 
 
-@dataclass
+@dataclass(frozen=True)
 class PromptTuneTask(Task):
     """Prompt tuning then its evaluation (``base``: the base model scored the same way, no
     training). The config is small and typed; a requeued job resumes from its checkpoints.
@@ -237,6 +225,8 @@ class PromptTuneTask(Task):
 
     config: object = None  # PromptTuneConfig
     base: bool = False
+    stop_after: int | None = None  # stop after N steps, as if killed (`--stop-after`)
+    progress: bool = False  # progress bars (a terminal: `vqa-r1 prompt-tune`), not in job logs
 
     verb = "prompt-tune"
 
@@ -246,11 +236,13 @@ class PromptTuneTask(Task):
         from vqa_r1.train.prompt_tuning import job_callbacks
 
         if self.base:
-            return run_base(self.config, self.run_dir, progress=False)
+            return run_base(self.config, self.run_dir, progress=self.progress)
         controller = install_graceful_requeue(self.signal_delay_s)
         # in a SLURM job SIGTERM is launch/requeue.py's, as for TrainTask
         with job_callbacks([controller] if controller else [], sigterm_stops=not in_slurm()):
-            result = run_prompt_tuning(self.config, self.run_dir, progress=False)
+            result = run_prompt_tuning(
+                self.config, self.run_dir, progress=self.progress, stop_after=self.stop_after
+            )
         if controller is None:
             return result
         training = result.get("training", {})
@@ -262,7 +254,7 @@ class PromptTuneTask(Task):
         return result
 
 
-@dataclass
+@dataclass(frozen=True)
 class DoctorTask(Task):
     """`slurm/launch.py doctor`: launch/doctor.py's checks on a compute node, with the job's GPUs.
 

@@ -44,6 +44,9 @@ DEFAULTS_DIR = RECIPE_DIR / "defaults"
 VERBS = ("sft", "grpo", "evaluate", "merge")
 RECIPE_VERBS = ("sft", "grpo", "evaluate")  # the verb sections of a recipe file
 DEFAULT_SOURCE = "default"  # the source of a value no layer set: the dataclass default
+# a merge loads the base model, folds the adapter in and saves it: an hour, whatever the limit of
+# the SFT recipe it reads (the one place a merge's time is set; --set and --time still win)
+MERGE_TIME = "01:00:00"
 
 
 def recipe_verb(verb: str) -> str:
@@ -193,6 +196,8 @@ def resolve_with_sources(
     a recipe file (``recipes/defaults/gpu.yaml``, ``... [grpo]`` for a verb section), ``--set``,
     ``argument`` (an explicit field), ``--model``/``--verb``, or ``default`` (the dataclass's)."""
     layers = recipe_layers(verb, model, recipe)
+    if verb == "merge":
+        layers.append(Layer("merge: an hour", {"resources": {"time": MERGE_TIME}}))
     layers.append(Layer("--set", parse_overrides(overrides)))
     layers.append(Layer("argument", {k: v for k, v in fields.items() if v is not None}))
     name = recipe or recipe_name(verb, model)

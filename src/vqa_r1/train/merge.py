@@ -13,7 +13,7 @@ import logging
 import time
 from pathlib import Path
 
-from vqa_r1 import output_dir
+from vqa_r1 import claims
 from vqa_r1.config import RunConfig, run_settings
 from vqa_r1.io import atomic_dir
 from vqa_r1.models.device import resolve_device
@@ -36,8 +36,8 @@ def merge_adapter(config: RunConfig, adapter: str | Path, run_dir: str | Path) -
     Returns the run's status (also written to ``run_dir/status.json``).
     """
 
-    with output_dir.writing(run_dir, "merge", run_settings(config, adapter)) as state:
-        if state == output_dir.COMPLETE:  # merged/ as it is: not merged again
+    with claims.writing(run_dir, "merge", run_settings(config, adapter)) as state:
+        if state == claims.COMPLETE:  # merged/ as it is: not merged again
             log.info("%s: a complete merge with these settings: nothing to do", run_dir)
             return {**RunDir(Path(run_dir)).status(), "already_complete": True}
         return _merge(config, adapter, run_dir)
@@ -54,7 +54,7 @@ def _merge(config: RunConfig, adapter: str | Path, run_dir: str | Path) -> dict:
     )
     model = loaded.model.merge_and_unload()
     target = merged_dir(rd.root)
-    output_dir.remove_temporaries(target)  # a killed merge's .merged.tmp-* (we hold the lock)
+    claims.remove_temporaries(target)  # a killed merge's .merged.tmp-* (we hold the lock)
     with atomic_dir(target) as tmp:
         model.save_pretrained(str(tmp))
         loaded.processor.save_pretrained(str(tmp))
@@ -67,4 +67,5 @@ def _merge(config: RunConfig, adapter: str | Path, run_dir: str | Path) -> dict:
         device=loaded.device,
         seconds=round(time.time() - started, 1),
     )
+    claims.mark_complete(rd.root)  # merged/ is whole: the one record of "complete"
     return rd.status()

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from vqa_r1 import output_dir
+from vqa_r1 import claims
 from vqa_r1.data.curriculum import (
     DEFAULT_WEIGHTS,
     TASKS,
@@ -45,6 +45,7 @@ from vqa_r1.models.registry import FAMILIES, MODELS, PRETRAINED, get_spec
 from vqa_r1.models.tiny import TinySize, tiny_model_dir
 from vqa_r1.recipes import all_data_configs
 from vqa_r1.run_dir import latest_checkpoint
+from vqa_r1.settings import comparable
 from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin
 from vqa_r1.typed_config import build, option, parse_overrides
 
@@ -184,8 +185,9 @@ class _StopAfter:
 
 
 def pretrain_settings(cfg: PretrainConfig) -> dict:
-    """What makes two pretraining runs the same run (output_dir.py): the config but its threads."""
-    return {k: v for k, v in asdict(cfg).items() if k != "num_threads"}
+    """What makes two pretraining runs the same run: the config (its threads aside,
+    settings.comparable)."""
+    return comparable(asdict(cfg))
 
 
 def read_record(path: str | Path) -> dict:
@@ -194,9 +196,9 @@ def read_record(path: str | Path) -> dict:
     The shipped models' records were written before ``steps`` and ``batch_size`` took the
     TrainingArguments names ``max_steps`` and ``per_device_train_batch_size`` (issue 18); their
     files stay as written (a record of the run), and are read under the new names here
-    (output_dir.RENAMED) so that ``build(PretrainConfig, record["config"])`` still loads them."""
+    (claims.RENAMED) so that ``build(PretrainConfig, record["config"])`` still loads them."""
     record = json.loads(Path(path).read_text())
-    record["config"] = output_dir.renamed_settings("pretrain", record.get("config"))
+    record["config"] = claims.renamed_settings("pretrain", record.get("config"))
     return record
 
 
@@ -205,17 +207,17 @@ def pretrain(
 ) -> dict:
     """Train (or resume) into ``out_dir``; with ``stop_after``, only the first steps (no card).
 
-    ``out_dir`` follows output_dir.py's rule (refused when it holds anything else; locked while
+    ``out_dir`` follows claims.py's rule (refused when it holds anything else; locked while
     written); a finished run with the same settings is returned from its pretrain.json as it is,
     not trained again."""
-    with output_dir.writing(out_dir, "pretrain", pretrain_settings(cfg), "--out") as state:
+    with claims.writing(out_dir, "pretrain", pretrain_settings(cfg), "--out") as state:
         record_file = Path(out_dir) / "pretrain.json"
-        if state == output_dir.COMPLETE and record_file.exists():
+        if state == claims.COMPLETE:
             log.info("%s: a complete pretraining run with these settings: nothing to do", out_dir)
             return {**read_record(record_file), "already_complete": True}
         record = _pretrain(cfg, out_dir, stop_after, quiet)
         if record.get("complete"):
-            output_dir.mark_complete(out_dir)
+            claims.mark_complete(out_dir)
         return record
 
 

@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import yaml
 
+from vqa_r1.claims import renamed_settings
 from vqa_r1.config import DEVICE_HELP, DataConfig, EvalConfig
 from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
@@ -55,8 +56,8 @@ from vqa_r1.models.device import check_device_setting, resolve_device
 from vqa_r1.models.loading import load_model
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.virtual_prompt import VirtualPromptModel, check_family
-from vqa_r1.output_dir import renamed_settings
 from vqa_r1.run_dir import RunDir, checkpoint_step
+from vqa_r1.settings import differences
 from vqa_r1.typed_config import build, option, parse_overrides, to_dict
 
 log = logging.getLogger(__name__)
@@ -151,21 +152,6 @@ class PromptTuneConfig:
         return self.eval.split or self.data.eval_split
 
 
-def trained_settings(config: dict) -> dict:
-    """What decides the trained prompt, flattened to ``section.key``: a config (``to_dict``, or a
-    run's config.yaml, old key names read as today's) without the keys that only say how the
-    prompt is evaluated and where the model runs (``eval.*``, ``model.device``): a resumed run
-    may differ in those."""
-    config = renamed_settings("prompt-tune", config)
-    flat: dict = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat.update({f"{key}.{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
-    return {k: v for k, v in flat.items() if not k.startswith("eval.") and k != "model.device"}
-
-
 def config_from_overrides(overrides: list[str] | None) -> PromptTuneConfig:
     cfg = build(PromptTuneConfig(), parse_overrides(overrides))
     validate(cfg)
@@ -248,15 +234,15 @@ def _save_adapter(peft_model: Any, folder: Path) -> None:
 
 
 def _check_same_run(rd: RunDir, cfg: PromptTuneConfig) -> None:
-    """A run directory is resumed only by the run that made it (eval settings may differ)."""
+    """A run directory is resumed only by the run that made it: settings.py's rule, as the
+    folder's claim applies it (a config.yaml in the old key names read as today's)."""
     if not rd.config.exists():
         return
-    old = trained_settings(yaml.safe_load(rd.config.read_text()) or {})
-    new = trained_settings(to_dict(cfg))
-    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    old = renamed_settings("prompt-tune", yaml.safe_load(rd.config.read_text()) or {})
+    differ = differences(old, to_dict(cfg))
     if differ:
         raise UserError(
-            f"{rd.root} holds a prompt-tuning run with other settings ({', '.join(differ)}); "
+            f"{rd.root} holds a prompt-tuning run with other settings ({'; '.join(differ[:3])}); "
             "use a new --output-dir"
         )
 

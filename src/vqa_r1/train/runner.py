@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vqa_r1 import output_dir, ranks
+from vqa_r1 import claims, ranks
 from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.errors import UserError
@@ -328,16 +328,16 @@ def train(
     controller's) stops at the next step boundary with a checkpoint: INTERRUPTED, and the same
     call resumes there.
 
-    ``run_dir`` follows output_dir.py's rule: a folder of another verb, other settings or files
+    ``run_dir`` follows claims.py's rule: a folder of another verb, other settings or files
     not ours is refused before anything is written; a COMPLETED run is returned as it is (no
     extra step, ``final/`` untouched; ``already_complete`` says so); rank 0 holds its lock.
     """
-    with output_dir.writing(run_dir, config.verb, run_settings(config)) as state:
-        if state == output_dir.COMPLETE:
+    with claims.writing(run_dir, config.verb, run_settings(config)) as state:
+        if state == claims.COMPLETE:
             log.info("%s is a complete %s run with these settings: nothing to do", run_dir,
                      config.verb)  # fmt: skip
             return {**RunDir(Path(run_dir)).status(), "already_complete": True}
-        if state == output_dir.RESUME and config.verb == "grpo":
+        if state == claims.RESUME and config.verb == "grpo":
             refuse_unhealthy(run_dir, config.train.health_action)  # it would stop there again
         return _train(config, run_dir, callbacks, progress, sigterm_stops)
 
@@ -356,7 +356,7 @@ def _train(
     # several processes (ranks): all train and checkpoint together; rank 0 alone writes the run's
     # files (config, status, metrics, final/); every rank resumes from the same checkpoint
     main = ranks.is_main()
-    output_dir.wait_for_claim(run_dir)  # other ranks: nothing in the folder before rank 0's claim
+    claims.wait_for_claim(run_dir)  # other ranks: nothing in the folder before rank 0's claim
     rd = RunDir(Path(run_dir)).create()
     if main and (not rd.config.exists() or rd.status().get("state") == UNHEALTHY):
         save_config(config, rd.config)  # an UNHEALTHY run continues with health_action=warn
@@ -423,6 +423,7 @@ def _train(
         train_seconds_last_start=round(time.time() - started, 1),
         final=str(rd.final),
     )
+    claims.mark_complete(rd.root)  # the one record of "complete" (claims.is_complete)
     return rd.status()
 
 

@@ -1,8 +1,8 @@
-"""Turn a validated request into a submitit job: SLURM on a cluster, a subprocess locally.
+"""One job request as submitit sees it: its parameters, its sbatch script, the code it imports.
 
-Validation happens here, on the login node, before anything is queued: the recipe and overrides are
-resolved, the dataset is checked, the cluster profile and resources are checked against its limits,
-and the run directory with its resolved config is written. The job only reads that directory.
+The executor (launch/executor.py) submits with these functions and a dry run prints with them,
+from the same frozen request (launch/request.py), so a dry run shows what is submitted. Only what
+submission alone knows comes as an argument: the job ids a step waits for (``dependency``).
 """
 
 from __future__ import annotations
@@ -11,115 +11,75 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vqa_r1.clock import run_stamp
 from vqa_r1.errors import UserError
 from vqa_r1.launch.clusters import load_cluster, parse_slurm_time, to_submitit_params
-from vqa_r1.launch.cuda_check import require_usable_cuda
+from vqa_r1.launch.request import EXECUTORS, JobRequest
 from vqa_r1.launch.sbatch_preview import preview_executor, render
-from vqa_r1.launch.task import Task
-
-
-@dataclass
-class Resources:
-    """What one job asks for. CPUs and memory are given per GPU, or per process for a job without
-    GPUs, like the cluster profile's: a node asks for them times its GPUs (its processes), so a
-    recipe's amounts follow ``--gpus``. None: the profile's."""
-
-    gpus: int  # per node
-    nodes: int
-    time: str
-    cpus_per_gpu: int | None = None  # per GPU, or per process without GPUs
-    mem_gb: float | None = None  # per GPU, or per process without GPUs
-    tasks_per_node: int | None = None  # processes srun starts per node; None: one per GPU, or 1
-
-    @property
-    def processes_per_node(self) -> int:
-        return self.tasks_per_node or max(1, self.gpus)
-
-    @property
-    def shares(self) -> int:
-        """How many per-GPU (per-process) amounts a node gets."""
-        return self.gpus if self.gpus else self.processes_per_node
-
-
-def snapshot_code(run_dir: Path) -> Path:
-    """Copy the library (and the judge prompts) into the run directory; the job imports that copy.
-
-    A requeued job reruns the same sbatch script hours later; without a snapshot it would import
-    whatever the working tree holds by then.
-    """
-    import vqa_r1
-
-    package = Path(vqa_r1.__file__).parent
-    target = run_dir / "code" / run_stamp()
-    shutil.copytree(
-        package, target / "vqa_r1", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
-    prompts = package.parents[1] / "alignment_judge" / "prompts"
-    if prompts.exists():
-        shutil.copytree(prompts, target / "alignment_judge" / "prompts")
-    return target
-
-
-def snapshot_setup(snapshot: Path) -> list[str]:
-    lines = [f'export PYTHONPATH="{snapshot}${{PYTHONPATH:+:$PYTHONPATH}}"  # code as submitted']
-    if (snapshot / "alignment_judge" / "prompts").exists() or not snapshot.exists():
-        lines.append(f'export VQA_R1_JUDGE_PROMPTS="{snapshot / "alignment_judge" / "prompts"}"')
-    return lines
-
-
-@dataclass
-class LaunchRequest:
-    task: Task
-    resources: Resources
-    executor: str = "auto"  # auto | slurm | local
-    cluster: str | None = None
-    job_name: str = "vqa-r1"
-    dry_run: bool = False
-    summary: list[str] = field(default_factory=list)  # recipe settings echoed into the job script
-    setup: list[str] = field(default_factory=list)  # extra setup lines (e.g. start a judge server)
-    max_requeues: int = 50
-    snapshot: bool = True
-    # issue 3 (pipelines): per-request submitit parameters, e.g. the afterok dependency
-    extra_params: dict[str, Any] = field(default_factory=dict)
-    # what planning found in the run directory (output_dir.NEW / RESUME / COMPLETE), and what
-    # claims it (marker, config.yaml): called by ``submit`` once every check has passed
-    folder_state: str | None = None
-    prepare: Callable[[], None] | None = None
-
-    def __post_init__(self) -> None:
-        self.task.gpus = self.resources.gpus  # the job checks at start that it can use them
 
 
 def pick_executor(choice: str) -> str:
-    if choice not in ("auto", "slurm", "local"):
-        raise UserError(f"--executor must be auto, slurm or local, not {choice!r}")
+    """The executor a launch uses: ``auto`` is SLURM when sbatch is on PATH, else local."""
+    if choice not in EXECUTORS:
+        raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, not {choice!r}")
     if choice == "auto":
         return "slurm" if shutil.which("sbatch") else "local"
     if choice == "slurm" and not shutil.which("sbatch"):
         raise UserError(
-            "--executor slurm: sbatch is not on PATH (run on a SLURM login node, or use --executor local)"
+            "--executor slurm: sbatch is not on PATH (run on a SLURM login node, or use "
+            "--executor local)"
         )
     return choice
 
 
 def default_cluster() -> str:
-    import os
-
     return os.environ.get("VQA_R1_CLUSTER", "generic-gpu")
 
 
-def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
+def snapshot_code(target: Path) -> Path:
+    """Copy the library (and the judge prompts) to ``target``; the job imports that copy.
+
+    A requeued job reruns the same sbatch script hours later; without a snapshot it would import
+    whatever the working tree holds by then. ``target`` (``<folder>/code/<time>``) is chosen when
+    the request is built, so the dry run names it too."""
+    import vqa_r1
+
+    package = Path(vqa_r1.__file__).parent
+    shutil.copytree(
+        package, target / "vqa_r1", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    prompts = judge_prompts()
+    if prompts is not None:
+        shutil.copytree(prompts, target / "alignment_judge" / "prompts")
+    return target
+
+
+def judge_prompts() -> Path | None:
+    """The checkout's judge prompts, copied beside the package by ``snapshot_code``."""
+    import vqa_r1
+
+    prompts = Path(vqa_r1.__file__).parents[2] / "alignment_judge" / "prompts"
+    return prompts if prompts.exists() else None
+
+
+def snapshot_setup(snapshot: Path) -> list[str]:
+    lines = [f'export PYTHONPATH="{snapshot}${{PYTHONPATH:+:$PYTHONPATH}}"  # code as submitted']
+    if judge_prompts() is not None:
+        lines.append(f'export VQA_R1_JUDGE_PROMPTS="{snapshot / "alignment_judge" / "prompts"}"')
+    return lines
+
+
+def slurm_parameters(request: JobRequest, dependency: dict | None = None) -> dict[str, Any]:
     """submitit parameters: the profile's conventions with this request's resources.
 
     Every job asks for ``--ntasks-per-node`` (the processes srun starts; launch/distributed.py)
     and gives srun the same ``--cpus-per-task`` as sbatch: from SLURM 22.05 to 23.02 srun does not
     inherit it, and each task would be bound to one CPU. Several tasks: ``--kill-on-bad-exit=1``.
+    ``dependency``: the parameters that make the job wait for others (launch/executor.py, the
+    one thing only submission knows). The code snapshot's lines open the setup.
     """
     profile = load_cluster(request.cluster or default_cluster())
     res = request.resources
@@ -146,16 +106,17 @@ def slurm_parameters(request: LaunchRequest) -> dict[str, Any]:
         params["slurm_srun_args"].append("--kill-on-bad-exit=1")
     # many short limits count as timeouts: allow enough requeues for the whole run
     params["slurm_max_num_timeout"] = 1000
-    for key, value in request.extra_params.items():  # issue 3: dependencies (launch/pipeline.py)
+    for key, value in (dependency or {}).items():  # afterok on the steps it waits for
         merged = {**params.get(key, {}), **value} if isinstance(value, dict) else value
         params[key] = merged
-    setup = list(params.get("slurm_setup", [])) + request.summary + request.setup
+    snapshot = snapshot_setup(request.snapshot) if request.snapshot else []
+    setup = [*params.get("slurm_setup", []), *snapshot, *request.summary, *request.setup]
     if setup:
         params["slurm_setup"] = setup
     return params
 
 
-def local_parameters(request: LaunchRequest) -> dict[str, Any]:
+def local_parameters(request: JobRequest) -> dict[str, Any]:
     """The local executor's parameters: the request's time limit (``--time``, else the recipe's),
     at which submitit signals the job, which checkpoints and requeues as on SLURM. (Before, a
     local job always had 60 minutes whatever ``--time`` said.)
@@ -202,60 +163,22 @@ def make_executor(
     return executor
 
 
-def dry_run_text(request: LaunchRequest) -> str:
-    """The exact sbatch script submitit would submit (or the local command), without submitting."""
-    if request.executor not in ("auto", "slurm", "local"):
-        pick_executor(request.executor)  # the error naming the choices
-    if request.executor == "local":  # auto and slurm show the SLURM script, with or without SLURM
-        minutes = local_parameters(request)["timeout_min"]
-        return (
-            f"# local executor: runs in a subprocess of this machine\n"
-            f"# time limit {request.resources.time} ({minutes} min): then it checkpoints and "
-            "requeues, as on SLURM\n"
-            f"# task: {request.task}\n" + "\n".join(request.summary)
-        )
-    if request.snapshot:
-        request.setup = (
-            snapshot_setup(Path(request.task.run_dir) / "code" / "SUBMISSION_TIME") + request.setup
-        )
+def script_text(request: JobRequest, dependency: dict | None = None) -> str:
+    """The sbatch script submitit submits for ``request`` (auto and slurm, with or without SLURM
+    here), or what a local or in-process executor runs, without submitting anything."""
+    if request.executor in ("local", "inprocess"):
+        where = "a subprocess of this machine" if request.executor == "local" else "this process"
+        lines = [f"# {request.executor} executor: runs in {where}"]
+        if request.executor == "local":
+            minutes = local_parameters(request)["timeout_min"]
+            lines.append(
+                f"# time limit {request.resources.time} ({minutes} min): then it checkpoints "
+                "and requeues, as on SLURM"
+            )
+        return "\n".join([*lines, f"# task: {request.task}", *request.summary])
+    params = slurm_parameters(request, dependency)
     folder = Path(request.task.run_dir) / "jobs"
-    return render(make_executor("slurm", folder, slurm_parameters(request), preview=True))
-
-
-def submit(request: LaunchRequest, log_dir: Path) -> Any:
-    """Submit ``request``; its run directory is written (claimed, config.yaml, code snapshot,
-    jobs/) only after every check has passed, and what this call wrote is removed again when
-    sbatch refuses the job."""
-    kind = pick_executor(request.executor)
-    request.task.max_requeues = request.max_requeues
-    if kind == "local" and request.task.uses_cuda:
-        require_usable_cuda(request.resources.gpus)  # the job would run here: say so now
-    params = slurm_parameters(request) if kind == "slurm" else local_parameters(request)
-    run_dir = Path(request.task.run_dir)
-    existed = run_dir.exists()
-    if request.prepare is not None:
-        request.prepare()
-    snapshot = None
-    try:
-        if kind == "slurm" and request.snapshot:
-            snapshot = snapshot_code(run_dir)
-            request.setup = snapshot_setup(snapshot) + request.setup
-            params = slurm_parameters(request)
-        if kind == "slurm":
-            request.task.signal_delay_s = params.get("slurm_signal_delay_s")
-        log_dir.mkdir(parents=True, exist_ok=True)
-        executor = make_executor(kind, log_dir, params)
-        if kind != "slurm":
-            return executor.submit(request.task)
-        return submit_to_slurm(executor, request)
-    except UserError:  # sbatch refused: leave the folder as it was
-        if not existed:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        elif snapshot is not None:
-            shutil.rmtree(snapshot, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                snapshot.parent.rmdir()  # code/, when this was its only snapshot
-        raise
+    return render(make_executor("slurm", folder, params, preview=True))
 
 
 @contextlib.contextmanager
@@ -280,7 +203,7 @@ def sbatch_refusal(what: str, cluster: str | None) -> Iterator[None]:
         ) from None
 
 
-def submit_to_slurm(executor: Any, request: LaunchRequest) -> Any:
+def submit_to_slurm(executor: Any, request: JobRequest) -> Any:
     """``sbatch`` through submitit, a refusal said in one line (``sbatch_refusal``)."""
     with sbatch_refusal(f"job {request.job_name} ({request.task.run_dir})", request.cluster):
         return executor.submit(request.task)

@@ -1,11 +1,12 @@
-"""Turning an experiment's conditions into chain steps: runs, evaluations, data, tables.
+"""A study's design as graph steps: its runs, evaluations, datasets and tables.
 
-The kind-specific planners (text_bias.py, sim2real.py, ...) say *what* is trained on which data
-and evaluated where; this module makes each of those a resolved, checked job (the model's own
-recipes plus the spec's and the command line's overrides), decides whether an earlier launch
-already finished it, and declares the tables the results land in. Datasets the jobs read (the
-synthetic scenes, the biased training sets) are prepared on the login node at submission, so the
-jobs find them ready and every image is verified before anything is queued.
+The study modules (text_bias.py, sim2real.py, ...) say *what* is trained on which data and
+evaluated where (their ``design(study)``); ``Study`` turns each of those into a step of the one
+graph builder (launch/build.py), with the model's own recipes plus the spec's and the command
+line's overrides, and declares the tables the results land in. The datasets the jobs read (the
+synthetic scenes, the biased training sets) are made by the executor once it has claimed the
+experiment folder, before the first job (``GraphBuilder.prep``): a dry run builds the same graph,
+names the same folders, and makes nothing.
 """
 
 from __future__ import annotations
@@ -16,18 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.config import RunConfig
-from vqa_r1.errors import UserError
+from vqa_r1.launch.build import GraphBuilder
 from vqa_r1.launch.graph import Step
-from vqa_r1.launch.plan import (
-    JobOptions,
-    Planner,
-    route_overrides,
-)
-from vqa_r1.output_dir import renamed_settings
+from vqa_r1.launch.overrides import route_overrides
+from vqa_r1.launch.request import JobOptions
 from vqa_r1.recipes import load_config
-from vqa_r1.run_dir import RunDir
-from vqa_r1.train.merge import merged_dir
-from vqa_r1.typed_config import to_dict
 
 VERBS = ("sft", "grpo", "merge", "evaluate", "prompt_tune")
 
@@ -42,39 +36,31 @@ def split_overrides(items: list[str]) -> tuple[dict[str, list[str]], list[str]]:
 
 
 @dataclass
-class DataPrep:
-    """A dataset to create at submission (skipped by a dry run)."""
-
-    description: str
-    make: Callable[[], Any]
-
-
-@dataclass
-class Builder:
-    """Collects the steps, data preparations and table declarations of one experiment."""
+class Study:
+    """Collects the steps (through its ``GraphBuilder``), datasets and tables of one study."""
 
     spec: Any  # ExperimentSpec
     name: str
     model: str
     root: Path
-    job: JobOptions
+    builder: GraphBuilder
     overrides: dict[str, list[str]]
-    # each step's settings as the previous launch recorded them in experiment.json
-    previous: dict[str, dict] = field(default_factory=dict)
-    planner: Planner | None = None  # the launch's (made from ``job`` when not given)
-    steps: list[Step] = field(default_factory=list)
-    prep: list[DataPrep] = field(default_factory=list)
     tables: list[dict] = field(default_factory=list)
     plots: list[dict] = field(default_factory=list)  # plots of runs, not of a table's rows
-    notes: list[str] = field(default_factory=list)  # what was (or would be) prepared
+    notes: list[str] = field(default_factory=list)  # what is (or would be) prepared
+    generated: set[str] = field(default_factory=set)  # dataset folders this launch makes
 
-    def __post_init__(self) -> None:
-        if self.planner is None:
-            self.planner = Planner(self.job)
+    @property
+    def job(self) -> JobOptions:
+        return self.builder.job
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.builder.steps
 
     # ------------------------------------------------------------------------- data
     def source_dataset(self) -> str:
-        """The spec's dataset as a folder; the model's synthetic scenes are generated here.
+        """The spec's dataset as a folder; the model's synthetic scenes are generated.
 
         A folder is any that ``--dataset`` takes (saved, or a release converted by the same
         loader); what it is recognised as is noted, so a dry run shows it too."""
@@ -102,16 +88,16 @@ class Builder:
         from vqa_r1.paths import cache_root
 
         folder = cache_root() / "data" / "drivingvqa-standin-v1-seed0"
-        what = "DrivingVQA-format stand-in from synthetic scenes"
-        if self.job.dry_run:
-            self.notes.append(f"{what}: written at submission into {folder}")
-            return str(folder)
-        if not folder.exists():
+
+        def make() -> Path:
             from vqa_r1.data.drivingvqa_standin import write_standin
 
-            write_standin(folder)
-        self.notes.append(f"{what}: {folder}")
-        return str(folder)
+            if not folder.exists():
+                write_standin(folder)
+            return folder
+
+        what = "DrivingVQA-format stand-in from synthetic scenes"
+        return self.cached_dataset(what, lambda: folder, make, lambda: folder.exists())
 
     def synthetic(self, data_config: Any, what: str) -> str:
         from vqa_r1.data.datasets import dataset_dir, synthetic_target
@@ -121,56 +107,66 @@ class Builder:
         )
 
     def cached_dataset(
-        self, what: str, target: Callable[[], Path], make: Callable[[], Path]
+        self,
+        what: str,
+        target: Callable[[], Path],
+        make: Callable[[], Path],
+        ready: Callable[[], bool] | None = None,
     ) -> str:
-        """A generated dataset kept in the cache under its settings: made at submission
-        (``make``, which reuses a cached copy); a dry run only names the folder a launch would
-        use (``target``: its configs must match a launch's) and whether it is there yet."""
-        if self.job.dry_run:
-            folder = target()
-            when = "cached" if (folder / "hf").exists() else "generated at submission"
-            self.notes.append(f"{what}: {folder} ({when})")
-            return str(folder)
-        folder = make()
-        self.notes.append(f"{what}: {folder}")
+        """A generated dataset kept in the cache under its settings, named now (``target``: its
+        configs must match ``make``'s) and made by the launch (``make`` reuses a cached copy)."""
+        folder = target()
+        cached = ready() if ready is not None else (folder / "hf").exists()
+        self.notes.append(f"{what}: {folder} ({'cached' if cached else 'generated at submission'})")
+        if not cached:
+            self.builder.prep(f"{what}: {folder}", make)
+        self.generated.add(str(folder))
         return str(folder)
 
     def measure_bias(self, source: str, kind: str) -> str:
         """The unbiased set's own bias (near 0.5, never exactly), measured like the biased ones'
-        and written as a card beside them; returns the card's path relative to the root."""
+        and written as a card beside them by the launch; returns the card's path relative to
+        the root."""
         out = self.root / "data" / f"{kind}-bias-none"
         relative = f"data/{out.name}/bias_card.json"
-        if self.job.dry_run:
-            self.notes.append(f"unbiased training set: its {kind} bias measured at submission")
-            return relative
-        from vqa_r1.data.bias import text_bias, visual_bias
-        from vqa_r1.data.datasets import load_split
-        from vqa_r1.io import atomic_write_json
+        self.notes.append(f"unbiased training set: its {kind} bias measured at submission")
+        index = len(self.notes) - 1
 
-        ds = load_split(source, "train")
-        achieved = (text_bias if kind == "text" else visual_bias)(ds)
-        card = {
-            "kind": kind,
-            "source": source,
-            "split": "train",
-            "achieved": achieved,
-            "n": len(ds),
-        }
-        atomic_write_json(out / "bias_card.json", card)
-        self.notes.append(f"unbiased training set: {kind} bias {achieved:.3f}")
+        def make() -> None:
+            from vqa_r1.data.bias import text_bias, visual_bias
+            from vqa_r1.data.datasets import load_split
+            from vqa_r1.io import atomic_write_json
+
+            ds = load_split(source, "train")
+            achieved = (text_bias if kind == "text" else visual_bias)(ds)
+            card = {
+                "kind": kind,
+                "source": source,
+                "split": "train",
+                "achieved": achieved,
+                "n": len(ds),
+            }
+            atomic_write_json(out / "bias_card.json", card)
+            self.notes[index] = f"unbiased training set: {kind} bias {achieved:.3f}"
+
+        self.builder.prep(f"the unbiased training set's {kind} bias", make)
         return relative
 
     def prepare_bias(self, source: str, out: Path, kind: str, target: float, seed: int) -> None:
-        """A biased training set, built now (seconds: a classifier on the labels or on small
-        image features) so that its achieved bias is known before any job is queued."""
+        """A biased training set, built by the launch (seconds: a classifier on the labels or on
+        small image features) before any job is queued, so its achieved bias is known then."""
         what = f"{kind}-biased training set, target {target:g}, seed {seed}"
-        if self.job.dry_run:
-            self.notes.append(f"{what}: built at submission into {out}")
-            return
-        from vqa_r1.data.bias import build_biased_dataset
+        self.notes.append(f"{what}: built at submission into {out}")
+        index = len(self.notes) - 1
+        self.generated.add(str(out))
 
-        card = build_biased_dataset(source, out, kind, target, seed=seed)
-        self.notes.append(f"{what}: achieved {card['achieved']:.3f} in {out}")
+        def make() -> None:
+            from vqa_r1.data.bias import build_biased_dataset
+
+            card = build_biased_dataset(source, out, kind, target, seed=seed)
+            self.notes[index] = f"{what}: achieved {card['achieved']:.3f} in {out}"
+
+        self.builder.prep(what, make)
 
     # ------------------------------------------------------------------------- configs
     def config(self, verb: str, extra: list[str] | None = None) -> RunConfig:
@@ -232,7 +228,7 @@ class Builder:
         """The training runs of the rows ``sft``, ``grpo`` and ``sft+grpo`` named in ``rows``
         (``label``: the table's column naming them), once per training seed: GRPO is a fresh
         LoRA, SFT-then-GRPO continues the SFT adapter of the same seed and waits for it.
-        Returns ``(row, seed) -> step``; the SFT run is planned for ``sft+grpo`` alone too."""
+        Returns ``(row, seed) -> step``; the SFT run is made for ``sft+grpo`` alone too."""
         runs: dict[tuple[str, int | None], Step] = {}
         if not any(r in ("sft", "grpo", "sft+grpo") for r in rows):
             return runs
@@ -268,42 +264,26 @@ class Builder:
                 )
         return runs
 
-    def _add(self, name: str, verb: str, config: RunConfig, adapter: str | None, after, info):
-        run_dir = self.root / name
-        config.output_dir = str(run_dir)
-        done = is_done(verb, run_dir)
-        settings = step_settings(config.to_dict())
-        self.check_relaunch(name, settings)
-        if (run_dir / "config.yaml").exists():  # finished or not: its results are these settings'
-            check_same_config(run_dir, config)
-        request = self.planner.request_for_config(
-            verb, config, run_dir, adapter, check_data=not self.job.dry_run
+    def _add(
+        self,
+        name: str,
+        verb: str,
+        config: RunConfig,
+        adapter: str | None,
+        after: tuple[str, ...],
+        info: dict,
+    ) -> Step:
+        return self.builder.run(
+            name,
+            verb,
+            config,
+            self.root / name,
+            adapter,
+            after,
+            {"verb": verb, **info},
+            f"vqa-r1-{self.name}-{verb}",
+            check_data=config.data.dataset not in self.generated,
         )
-        request.job_name = f"vqa-r1-{self.name}-{verb}"
-        step = Step(name, run_dir, request, list(after), done=done)
-        step.info = {"verb": verb, **info, "settings": settings}
-        self.steps.append(step)
-        return step
-
-    def check_relaunch(self, name: str, settings: dict, renamed: str | None = None) -> None:
-        """A re-launch must plan each step with the settings the previous launch recorded: a
-        complete step is skipped, so other settings would put its old results under the new
-        command (and experiment.json would claim the new settings made them). ``renamed``: the
-        verb whose renamed keys (output_dir.RENAMED) an older record may hold."""
-        before = self.previous.get(name, {}).get("settings")
-        if before is None:  # a new step, or a launch from before settings were recorded
-            return
-        if renamed:
-            before = step_settings(renamed_settings(renamed, before))
-        differ = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
-        if differ:
-            shown = ", ".join(f"{k} ({before.get(k)!r} -> {settings.get(k)!r})" for k in differ[:4])
-            more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
-            raise UserError(
-                f"{self.root / 'experiment.json'}: step {name} was started with other settings: "
-                f"{shown}{more}. Re-launch with the same --set values, or give the experiment a "
-                "new --output-dir"
-            )
 
     def train(
         self,
@@ -317,7 +297,7 @@ class Builder:
         extra: list[str] | None = None,
     ) -> Step:
         config = self.config(verb, extra)
-        config.data.dataset = dataset  # may be made at submission: not checked by load_config
+        config.data.dataset = dataset  # may be made by the launch: not checked by load_config
         if init_adapter:
             config.init_adapter = init_adapter
         if model_path:
@@ -325,8 +305,9 @@ class Builder:
         return self._add(name, verb, config, None, after, {"labels": labels})
 
     def merge(self, name: str, adapter_step: Step) -> Step:
+        """The adapter of ``adapter_step`` merged into the base model (the recipes give a merge
+        an hour)."""
         config = self.config("merge")
-        config.resources.time = "01:00:00"
         return self._add(
             name, "merge", config, str(adapter_step.run_dir), (adapter_step.name,), {"labels": {}}
         )
@@ -365,31 +346,19 @@ class Builder:
         if self.spec.dataset != "synthetic":
             items.append(f"data.dataset={self.source_dataset()}")
         config = config_from_overrides(items)
-        self.planner.check_model_available(self.config("sft"))
-        run_dir = self.root / name
+        sft = self.config("sft")
+        if not self.builder.inprocess:
+            self.builder.check_model_available(sft)
         verb = "prompt_base" if base else "prompt_tune"
-        tuned_verb = "prompt-tune --base" if base else "prompt-tune"
-        settings = step_settings(to_dict(config))
-        self.check_relaunch(name, settings, renamed=tuned_verb)
-        if (run_dir / "config.yaml").exists():  # the training run's own record of its settings
-            check_same_prompt_config(run_dir, settings)
         job_name = f"vqa-r1-{self.name}-{verb.replace('_', '-')}"
-        resources = self.config("sft").resources
-        request = self.planner.prompt_tune_request(config, run_dir, base, resources, job_name, name)
-        step = Step(name, run_dir, request, [], done=is_done(verb, run_dir))
-        step.info = {"verb": verb, "labels": {"mode": mode, "base": base}, "settings": settings}
-        self.steps.append(step)
-        return step
+        info = {"verb": verb, "labels": {"mode": mode, "base": base}}
+        return self.builder.prompt_tune(
+            name, config, self.root / name, base, sft.resources, job_name, name, info=info
+        )
 
     def add_tables_step(self) -> Step:
-        """Tables and plots after every other step, whatever their outcome (a failed condition
-        shows as a missing row, not as a missing report)."""
-        request = self.planner.tables_request(self.root, f"vqa-r1-{self.name}-tables")
-        others = [s.name for s in self.steps]
-        step = Step("tables", self.root / "tables", request, others, after_any=True)
-        step.info = {"verb": "tables"}
-        self.steps.append(step)
-        return step
+        """Tables and plots after every other step, whatever their outcome."""
+        return self.builder.tables(self.root, f"vqa-r1-{self.name}-tables")
 
     def declare_table(self, table: dict) -> None:
         self.tables.append(table)
@@ -397,65 +366,3 @@ class Builder:
     def declare_plot(self, plot: dict) -> None:
         """A plot drawn from runs' metrics (``rewards``: GRPO reward curves of ``steps``)."""
         self.plots.append(plot)
-
-
-def is_done(verb: str, run_dir: Path) -> bool:
-    """Whether an earlier launch completed this step (its output is whole)."""
-    if verb == "evaluate":
-        return (run_dir / "scores.json").exists()
-    if verb == "prompt_tune":
-        return (run_dir / "eval" / "scores.json").exists()
-    if verb == "prompt_base":
-        return (run_dir / "scores.json").exists()
-    if verb in ("sft", "grpo", "merge"):
-        state = RunDir(run_dir).status().get("state") if run_dir.exists() else None
-        return state == "COMPLETED" and (verb != "merge" or merged_dir(run_dir).exists())
-    return False
-
-
-def step_settings(config: dict) -> dict:
-    """A step's settings as compared between launches, flattened to ``section.key``: everything
-    but where it runs (resources) and its own folder (output_dir)."""
-    flat: dict = {}
-    for key, value in config.items():
-        if key in ("resources", "output_dir"):
-            continue
-        if isinstance(value, dict):
-            flat.update({f"{key}.{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
-    return flat
-
-
-def check_same_prompt_config(run_dir: Path, settings: dict) -> None:
-    """A prompt-tuning run directory is resumed (or skipped as complete) only under its settings."""
-    import yaml
-
-    recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    old = step_settings(renamed_settings("prompt-tune", recorded))  # a run of before the renames
-    differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-    if differ:
-        raise UserError(
-            f"{run_dir} was started with other settings ({', '.join(differ[:6])}); resume with "
-            "the same --set values, or give the experiment a new --output-dir"
-        )
-
-
-def check_same_config(run_dir: Path, config: RunConfig) -> None:
-    """A re-launch must not resume a run directory under other settings than it started with."""
-    from vqa_r1.config import read_config
-
-    old = read_config(run_dir / "config.yaml").to_dict()
-    new = config.to_dict()
-    diff = sorted(
-        f"{section}.{key}"
-        for section, values in new.items()
-        if isinstance(values, dict)
-        for key, value in values.items()
-        if section != "resources" and old.get(section, {}).get(key) != value
-    )
-    if diff:
-        raise UserError(
-            f"{run_dir} was started with other settings ({', '.join(diff[:6])}); resume with the "
-            "same --set values, or give the experiment a new --output-dir"
-        )

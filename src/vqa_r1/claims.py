@@ -23,7 +23,8 @@ this same SLURM job (a requeue: a lower SLURM_RESTART_COUNT, or another node), o
 host: ``VQA_R1_LOCK_STALE_S``, default 600 s). In a job with several processes rank 0 alone takes
 the lock and writes the marker; the other ranks only check the folder.
 
-A base module: imports nothing of the project but other base modules.
+A base module: imports nothing of the project but other base modules (settings.py: what makes two
+runs the same).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from vqa_r1 import ranks
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json
+from vqa_r1.settings import differences
 
 MARKER = ".vqa_r1-run.json"
 LOCK = ".vqa_r1.lock"
@@ -215,18 +217,6 @@ def _own_marker(root: Path) -> dict | None:
     return marker if isinstance(marker, dict) else None
 
 
-def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        keys = sorted(set(old) | set(new))
-        found: list[str] = []
-        for key in keys:
-            found += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
-        return found
-    if old != new:
-        return [f"{prefix.rstrip('.')}: {old!r} there, {new!r} now"]
-    return []
-
-
 def _normal(settings: Any) -> Any:
     """Settings as they read back from JSON (tuples become lists)."""
     return json.loads(json.dumps(settings, default=str))
@@ -282,7 +272,7 @@ def check(
             f"{root} holds a dataset made before vqa-r1 recorded its settings; {_fix(flag, root)}"
         )
     if old is not None and settings is not None:
-        differ = _differences(old, _normal(settings))
+        differ = differences(old, settings)
         if differ:
             more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
             raise FolderRefused(
@@ -597,7 +587,7 @@ def check_file(path: str | Path, verb: str, settings: Any, flag: str = "--out") 
     fix = f"use --overwrite (moves it to {path.name}.old-<time>) or a new {flag}"
     if marker is None or marker.get("verb") != verb:
         raise FolderRefused(f"{path} exists and was not written by {verb}; {fix}")
-    differ = _differences(marker.get("settings"), _normal(settings))
+    differ = differences(marker.get("settings"), settings)
     if differ:
         raise FolderRefused(
             f"{path} was written by {verb} with other settings ({'; '.join(differ[:3])}); {fix}"
