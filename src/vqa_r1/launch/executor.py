@@ -108,7 +108,7 @@ def dry_run(graph: Graph) -> str:
         waits = dependency(step, [f"<job id of {d}>" for d in pending]) if pending else None
         text = script_text(step.request, waits)
         chunks.append(text if graph.single else f"# ---- step {step.name} ----\n{text}")
-    return "\n".join(chunks) + "\n"
+    return "\n".join(chunk.rstrip("\n") for chunk in chunks) + "\n"
 
 
 def array_parameters(graph: Graph) -> dict[str, Any]:
