@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rewards_for_tests import PACE_ENV, PACED_STARTS_ENV
 from slurm_helpers import (
     assert_same_run,
     final_state,
@@ -33,9 +34,15 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent  # rewards_for_tests.py, put on the jobs' PYTHONPATH
-# about 0.6 s a step with two processes (0.5 s of it the reward's sleep), 75-95 steps in a
-# one-minute run (measured 77-82), the first cut short: 400 steps need three time-limit requeues
-MAX_STEPS = 400
+# Steps counted, not time: each start of a paced job trains PACE steps, then its rank 0 waits in
+# the reward of the next one until SLURM signals the job (rewards_for_tests.letter_e_paced), so
+# a start ends after PACE + 1 steps on a fast or a loaded machine alike. Two-minute limits: the
+# warning comes 80-110 s into a start, well after start-up and PACE + 1 steps even under load.
+PACE = 10
+TIME = "00:02:00"
+# start 1 is requeued from outside (scontrol) after PACE + 1 steps, starts 2-4 by their time
+# limit (three time-limit requeues), start 5 trains the rest
+MAX_STEPS = 4 * (PACE + 1) + 6
 SETTINGS = [
     f"train.max_steps={MAX_STEPS}",
     "train.save_steps=5",
@@ -43,7 +50,7 @@ SETTINGS = [
     "train.per_device_train_batch_size=2",
     "train.num_generations=4",
     "train.max_completion_length=16",
-    "train.reward_funcs=[rewards_for_tests:letter_e_slow]",
+    "train.reward_funcs=[rewards_for_tests:letter_e_paced]",
 ]
 COMPARED = ("loss", "reward", "grad_norm")
 STALL = """
@@ -63,9 +70,17 @@ if os.environ.get("VQA_R1_TEST_STALL") and os.environ.get("SLURM_PROCID") == "1"
 """
 
 
-def job_env(*extra_paths: Path, **extra: str) -> dict[str, str]:
+def job_env(*extra_paths: Path, pace: int | None = None, starts: int | None = None, **extra: str):
+    """The submitting environment (sbatch exports it to the job): the test rewards on the path,
+    and the reward's pacing: ``pace`` steps per start, for the first ``starts`` starts (None:
+    every start); without ``pace`` the reward never waits."""
     paths = [str(p) for p in (*extra_paths, HERE)] + [os.environ.get("PYTHONPATH", "")]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", PACE_ENV, PACED_STARTS_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if pace is not None:
+        env[PACE_ENV] = str(pace)
+    if starts is not None:
+        env[PACED_STARTS_ENV] = str(starts)
     return {
         **env,
         "PYTHONPATH": os.pathsep.join(p for p in paths if p),
@@ -138,7 +153,7 @@ def jobs(slurm_cluster, synthetic_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("multiprocess")
     prebuild_tiny_model()
     main = root / "main"
-    main_id = submit(grpo_command(main, synthetic_dir, "00:01:00"), job_env())
+    main_id = submit(grpo_command(main, synthetic_dir, TIME), job_env(pace=PACE))
     ref = root / "reference"
     reference = local_two_process_run(ref, synthetic_dir, root / "reference.log", 29531)
     info = dict(root=root, main=main, main_id=main_id, ref=ref, reference=reference)
@@ -162,12 +177,13 @@ def test_two_process_grpo_through_requeues_and_a_forced_requeue_equals_an_uninte
             if (p / "trainer_state.json").exists()
         )
 
-    # a requeue from outside in the middle of a run (SIGTERM, SIGKILL after KillWait, queued again)
+    # a requeue from outside in the middle of a run (SIGTERM, SIGKILL after KillWait, queued
+    # again), while rank 0 waits after the first start's PACE steps
     wait_until(lambda: checkpointed(10), 300, lambda: describe(main, job_id))
     forced = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
     assert forced.returncode == 0, forced.stderr
 
-    state = final_state(job_id, timeout_s=900)
+    state = final_state(job_id, timeout_s=1200)
     assert state == "COMPLETED", describe(main, job_id)
     restarts = int(scontrol(job_id)["Restarts"])
     assert restarts >= 4, (restarts, sacct_history(job_id))  # the forced one and >= 3 timeouts
@@ -223,11 +239,13 @@ def test_a_job_preempted_by_a_higher_tier_partition_checkpoints_in_its_grace_tim
     jobs preempt those of `debug` (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE,
     GraceTime=60): the preempted job's tasks get SIGTERM while it is still RUNNING, the ranks
     checkpoint at the next step boundary and rank 0 requeues. Periodic checkpoints come only every
-    25 steps, so the step resumed from shows the checkpoint was the graceful one."""
+    25 steps, so the step resumed from shows the checkpoint was the graceful one. The first start
+    waits after PACE steps (steps counted), so the preemption meets it mid-run on any machine."""
     root, dataset = jobs["root"], jobs["synthetic"]
     run, steps, every = root / "preempted", 60, 25
     job_id = submit(
-        grpo_command(run, dataset, "00:10:00", max_steps=steps, save_steps=every), job_env()
+        grpo_command(run, dataset, "00:10:00", max_steps=steps, save_steps=every),
+        job_env(pace=PACE, starts=1),
     )
     jobs["submitted"].append(job_id)
     # the uninterrupted reference trains meanwhile (its steps mostly sleep in the reward)

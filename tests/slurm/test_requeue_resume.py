@@ -1,10 +1,12 @@
-"""Issue 3 acceptance against the real local SLURM: a GRPO job cut by one-minute time limits
-requeues itself at least three times and ends where an uninterrupted run ends; a requeued job runs
-the code as submitted; a job that needs more requeues than allowed stops with a clear status.
+"""Issue 3 acceptance against the real local SLURM: a GRPO job cut by its time limits requeues
+itself at least three times and ends where an uninterrupted run ends; a requeued job runs the
+code as submitted; a job that needs more requeues than allowed stops with a clear status.
 
 Everything is submitted at once by one module fixture (two SLURM jobs, the local cluster's two
 slots, plus the uninterrupted reference run as a local subprocess) because the requeue cycles, not
-the computation, set the duration: about 50 s per requeue whatever the job does.
+the computation, set the duration. Steps are counted, not timed: each start of a job trains PACE
+steps, then waits in its reward for SLURM's warning (rewards_for_tests.letter_e_paced), so the
+number of time-limit windows is the same on a fast and on a loaded machine.
 
 * main job: `slurm/launch.py grpo` from this checkout, enough steps for at least 3 requeues;
 * snapshot job: `slurm/launch.py grpo --max-requeues 1` from a temporary copy of the repository
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rewards_for_tests import PACE_ENV, PACED_STARTS_ENV
 from slurm_helpers import (
     assert_same_run,
     final_state,
@@ -38,11 +41,12 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent  # holds rewards_for_tests.py, put on the jobs' PYTHONPATH
-# Steps take 0.75-0.9 s (0.5 s of it the reward's sleep). A one-minute job trains from the end of
-# its start-up (10-25 s) until a step and a checkpoint no longer fit before the limit (about 7 s
-# before it): measured 54-65 steps per run, at most about 70, so 240 steps need at least four
-# runs, i.e. three requeues, whatever the signal timing and the load.
-MAX_STEPS = 320  # 240 gave 4 requeues in one CI run and 2 in another: keep a margin over 3
+# A start trains PACE + 1 steps (the last one waits for the warning, which comes 80-110 s into a
+# two-minute start, after start-up and PACE steps even on a loaded machine): three full starts
+# and a short fourth, i.e. three time-limit requeues.
+PACE = 10
+TIME = "00:02:00"
+MAX_STEPS = 3 * (PACE + 1) + 5
 SETTINGS = [
     f"train.max_steps={MAX_STEPS}",
     "train.save_steps=5",
@@ -50,7 +54,7 @@ SETTINGS = [
     "train.per_device_train_batch_size=4",
     "train.num_generations=4",
     "train.max_completion_length=16",
-    "train.reward_funcs=[rewards_for_tests:letter_e_slow]",
+    "train.reward_funcs=[rewards_for_tests:letter_e_paced]",
 ]
 COMPARED = ("loss", "reward", "grad_norm")
 GRACEFUL = "checkpoint at the next step boundary"
@@ -76,14 +80,17 @@ print(train(read_config(sys.argv[1]), sys.argv[2])["state"], flush=True)
 
 
 def job_env() -> dict[str, str]:
-    """The submitting environment; sbatch exports it to the job (the tiny-model cache included)."""
+    """The submitting environment; sbatch exports it to the job (the tiny-model cache included),
+    with the reward's pacing (PACE steps per start)."""
     path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env = {k: v for k, v in os.environ.items() if k != PACED_STARTS_ENV}
+    return {**env, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+            PACE_ENV: str(PACE)}  # fmt: skip
 
 
 def launch(launcher: Path, run_dir: Path, dataset: Path, *extra: str) -> str:
     command = [sys.executable, str(launcher), "grpo", "--model", "tiny-qwen2.5-vl"]
-    command += ["--cluster", "local-slurm", "--time", "00:01:00", "--executor", "slurm"]
+    command += ["--cluster", "local-slurm", "--time", TIME, "--executor", "slurm"]
     command += ["--output-dir", str(run_dir), "--dataset", str(dataset), *extra]
     for setting in SETTINGS:
         command += ["--set", setting]
@@ -175,7 +182,7 @@ def test_requeued_job_runs_the_code_as_submitted(jobs):
             line.split()[1] == "1" for line in marker.read_text().splitlines()
         )
 
-    wait_until(restarted, 300, lambda: describe(snap, job_id))
+    wait_until(restarted, 420, lambda: describe(snap, job_id))
     jobs["timings"]["snapshot_restart_seen"] = round(time.monotonic() - jobs["t0"])
     assert "changed-after-submission" in jobs["init"].read_text()
     runs = [line.split() for line in marker.read_text().splitlines()]
@@ -187,7 +194,7 @@ def test_requeued_job_runs_the_code_as_submitted(jobs):
 
 def test_max_requeues_stops_the_job_with_a_clear_status(jobs):
     snap, job_id = jobs["snap"], jobs["snap_id"]
-    state = final_state(job_id, timeout_s=420)
+    state = final_state(job_id, timeout_s=600)
     jobs["timings"]["max_requeues_job_done"] = round(time.monotonic() - jobs["t0"])
     assert state != "COMPLETED", describe(snap, job_id)
     status = json.loads((snap / "status.json").read_text())
@@ -206,7 +213,7 @@ def test_requeued_grpo_equals_uninterrupted_run(jobs):
     assert reference.returncode == 0, (jobs["ref"] / "log.txt").read_text()[-3000:]
     assert out.strip().splitlines()[-1] == "COMPLETED"
 
-    state = final_state(job_id, timeout_s=720)
+    state = final_state(job_id, timeout_s=900)
     jobs["timings"]["main_job_done"] = round(time.monotonic() - jobs["t0"])
     assert state == "COMPLETED", describe(main, job_id)
     restarts = int(scontrol(job_id)["Restarts"])
