@@ -1,20 +1,23 @@
 """Reduced versions of the declared experiments, end to end on the tiny pretrained model.
 
 Small data and a few steps (minutes in all): what these check is the chain (every step runs in
-dependency order as its own job), the resume (a re-launch skips what is complete and redoes only
-what is missing), and that the tables, tests and plots land under the experiment folder. The full
-runs and their numbers are in README "Experiments".
+dependency order), the resume (a re-launch skips what is complete and redoes only what is
+missing), and that the tables, tests and plots land under the experiment folder. The commands
+are the launcher's as a user types them, with `--executor inprocess`: the one executor runs each
+step's task in this process, so the four studies share one interpreter's imports (each step as
+a subprocess of its own, the local executor: tests/test_demo.py, tests/test_sweep_pipeline.py).
+The full runs and their numbers are in README "Experiments".
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_in_process
+
+from vqa_r1.cli.launch import main as launch_main
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tiny-qwen2.5-vl-pretrained"
@@ -27,18 +30,13 @@ SMALL = [
     "--set", "grpo:train.per_device_train_batch_size=8",
     "--set", "evaluate:eval.limit=16",
 ]  # fmt: skip
-DISTRIBUTED = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
-
 pytestmark = pytest.mark.slow
 
 
-def experiment(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
-    command = [sys.executable, "slurm/launch.py", "experiment", *args, "--executor", "local"]
-    done = subprocess.run(
-        command, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+def experiment(*args: str, code: int = 0):
+    """`slurm/launch.py experiment ARGS --executor inprocess`, its exit status checked."""
+    done = run_in_process(launch_main, ["experiment", *args, "--executor", "inprocess"])
+    assert done.returncode == code, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
 
@@ -84,12 +82,8 @@ def test_text_bias_runs_as_a_chain_resumes_and_lands_as_tables(tmp_path):
     assert (root / "eval/grpo-0.9/scores.json").exists()
 
     # the same folder under other settings is refused, not silently mixed
-    changed = subprocess.run(
-        [sys.executable, "slurm/launch.py", "experiment", *args, "--executor", "local",
-         "--set", "sft:train.learning_rate=0.5"],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
-    assert changed.returncode == 2 and "was started with other settings" in changed.stderr
+    changed = experiment(*args, "--set", "sft:train.learning_rate=0.5", code=2)
+    assert "was started with other settings" in changed.stderr
 
 
 def test_sim2real_evaluates_each_model_on_both_domains(tmp_path):

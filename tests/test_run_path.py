@@ -153,15 +153,20 @@ def test_one_rule_for_the_same_settings_in_every_check(change, same, tmp_path):
 
 
 def test_complete_is_what_the_verb_recorded_and_nothing_else(tmp_path):
-    """claims.is_complete: the marker's `completed` (every verb writes it when it ends well) or,
-    for a run from before it, a COMPLETED status.json; a scores.json or a final/ alone is not."""
+    """claims.is_complete: the marker's `completed` (every verb writes it when it ends well) with
+    the outputs it named still there or, for a run from before it, a COMPLETED status.json; a
+    scores.json or a final/ alone is not, and a deleted output is a step to redo."""
     folder = tmp_path / "eval"
     claims.claim(folder, "evaluate", {"a": 1})
     (folder / "scores.json").write_text("{}")
     (folder / "final").mkdir()
     assert claims.check(folder, "evaluate", {"a": 1}) == claims.RESUME
-    claims.mark_complete(folder)
+    claims.mark_complete(folder, outputs=("scores.json",))
     assert claims.check(folder, "evaluate", {"a": 1}) == claims.COMPLETE
+    assert claims.completed_at(folder) is not None
+    (folder / "scores.json").unlink()
+    assert claims.check(folder, "evaluate", {"a": 1}) == claims.RESUME
+    assert claims.completed_at(folder) is None
     legacy = tmp_path / "sft"
     legacy.mkdir()
     (legacy / "config.yaml").write_text("verb: sft\n")

@@ -173,10 +173,14 @@ def _yaml_verb(path: Path) -> str | None:
 
 
 def is_complete(root: Path, marker: dict | None = None) -> bool:
-    """Marked complete by its verb, or a run whose status.json says COMPLETED."""
+    """The one rule for "complete", wherever a folder is judged (a verb's own start, a launch's
+    skip of a step, a re-launch during building): marked complete by its verb (``mark_complete``)
+    with every output it named then still there (a deleted ``scores.json`` is an evaluation to
+    redo), or, for a run from before the marker recorded it, a status.json saying COMPLETED."""
+    root = Path(root)
     marker = marker if marker is not None else read_marker(root)
     if marker and marker.get("completed"):
-        return True
+        return all((root / name).exists() for name in marker.get("outputs") or [])
     try:
         return json.loads((root / "status.json").read_text()).get("state") == "COMPLETED"
     except (OSError, ValueError, AttributeError):
@@ -184,12 +188,12 @@ def is_complete(root: Path, marker: dict | None = None) -> bool:
 
 
 def completed_at(root: Path) -> str | None:
-    """When the folder's verb finished (``YYYY-MM-DDTHH:MM:SS``, local time): the marker's
-    ``completed``, or for a training run (it never marks its folder) the time status.json said
-    COMPLETED; None while neither says so."""
+    """When the folder's verb finished (``YYYY-MM-DDTHH:MM:SS``, local time), by the rule of
+    ``is_complete``: the marker's ``completed`` (its outputs there), or for a run from before the
+    marker recorded it the time status.json said COMPLETED; None while neither says so."""
     marker = read_marker(root) or {}
     if marker.get("completed"):
-        return str(marker["completed"])
+        return str(marker["completed"]) if is_complete(Path(root), marker) else None
     try:
         status = json.loads((root / "status.json").read_text())
     except (OSError, ValueError):
@@ -199,13 +203,14 @@ def completed_at(root: Path) -> str | None:
     return None
 
 
-def mark_complete(root: str | Path, **fields: Any) -> None:
-    """Record in the marker that the verb finished (rank 0 only): a re-run does nothing."""
+def mark_complete(root: str | Path, outputs: tuple[str, ...] = (), **fields: Any) -> None:
+    """Record in the marker that the verb finished (rank 0 only): a re-run does nothing while
+    ``outputs`` (paths under ``root``: what the verb's result is) are all there."""
     root = Path(root)
     if not ranks.is_main():
         return
     marker = _own_marker(root) or {}
-    marker.update(fields, completed=now_iso())
+    marker.update(fields, outputs=list(outputs), completed=now_iso())
     atomic_write_json(root / MARKER, marker)
 
 

@@ -60,7 +60,7 @@ def evaluate(
             log.info("%s: a complete evaluation with these settings: nothing to do", out_dir)
             return {**json.loads(scores_file.read_text()), "already_complete": True}
         scores = _evaluate(config, Path(out_dir), adapter, loaded, progress)
-        claims.mark_complete(out_dir)
+        claims.mark_complete(out_dir, outputs=("scores.json",))
         return scores
 
 

@@ -48,7 +48,7 @@ def run_prompt_tuning(
             config, rd.root / "eval", rd.final, loaded=loaded, progress=progress
         )
         rd.update_status(state="COMPLETED", accuracy=scores["accuracy"], split=scores["split"])
-        claims.mark_complete(rd.root)
+        claims.mark_complete(rd.root, outputs=("final", "eval/scores.json"))
         return {**scores, "training": _summary(record)}
 
 
@@ -61,7 +61,7 @@ def run_base(config: PromptTuneConfig, out_dir: str | Path, progress: bool = Tru
             log.info("%s: a complete base scoring with these settings: nothing to do", out_dir)
             return {**json.loads(scores_file.read_text()), "already_complete": True}
         scores = evaluate_base(config, out_dir, progress=progress)
-        claims.mark_complete(out_dir)
+        claims.mark_complete(out_dir, outputs=("scores.json",))
         return scores
 
 

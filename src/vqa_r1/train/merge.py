@@ -67,5 +67,5 @@ def _merge(config: RunConfig, adapter: str | Path, run_dir: str | Path) -> dict:
         device=loaded.device,
         seconds=round(time.time() - started, 1),
     )
-    claims.mark_complete(rd.root)  # merged/ is whole: the one record of "complete"
+    claims.mark_complete(rd.root, outputs=(MERGED,))  # merged/ is whole: "complete"
     return rd.status()

@@ -217,7 +217,7 @@ def pretrain(
             return {**read_record(record_file), "already_complete": True}
         record = _pretrain(cfg, out_dir, stop_after, quiet)
         if record.get("complete"):
-            claims.mark_complete(out_dir)
+            claims.mark_complete(out_dir, outputs=("pretrain.json",))
         return record
 
 

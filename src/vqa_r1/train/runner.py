@@ -423,7 +423,7 @@ def _train(
         train_seconds_last_start=round(time.time() - started, 1),
         final=str(rd.final),
     )
-    claims.mark_complete(rd.root)  # the one record of "complete" (claims.is_complete)
+    claims.mark_complete(rd.root, outputs=("final",))  # "complete" (claims.is_complete)
     return rd.status()
 
 

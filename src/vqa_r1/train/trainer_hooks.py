@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1 import ranks
+from vqa_r1.train.deepspeed_import import import_only_when_used
 from vqa_r1.io import follow_umask
 from vqa_r1.run_dir import COMPLETE_MARKER
 
@@ -46,7 +47,13 @@ class AtomicCheckpointMixin:
     5. a barrier: no rank goes on (or exits, or is requeued) before the checkpoint is in place.
 
     The staging and final folders must be on a filesystem all ranks see (the run directory).
+    Every Trainer of the suite mixes this in, so it is also where DeepSpeed stops being imported
+    by runs that do not use it (train/deepspeed_import.py).
     """
+
+    def __init__(self, *args, **kwargs):
+        import_only_when_used()
+        super().__init__(*args, **kwargs)
 
     def _save_checkpoint(self, model, trial):  # noqa: D401 - Trainer hook
         final_root = self.args.output_dir
