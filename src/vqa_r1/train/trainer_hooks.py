@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1 import ranks
-from vqa_r1.train.deepspeed_import import import_only_when_used
 from vqa_r1.io import follow_umask
 from vqa_r1.run_dir import COMPLETE_MARKER
+from vqa_r1.train.deepspeed_import import import_only_when_used
 
 log = logging.getLogger(__name__)
 
