@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from release_folders import RELEASES
@@ -131,23 +130,16 @@ def test_text_bias_experiment_dry_run_on_a_vsr_release_prints_the_chain(tmp_path
 
 @pytest.mark.slow
 def test_text_bias_experiment_on_a_vsr_release_completes_with_its_table(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from test_experiments_e2e import experiment
 
-    repo = Path(__file__).resolve().parents[1]
     source = RELEASES["vsr"](tmp_path / "vsr")
     root = tmp_path / "exp"
-    command = [
-        sys.executable, "slurm/launch.py", "experiment", "text-bias", "--model", "tiny-qwen2.5-vl",
-        "--executor", "local", "--output-dir", str(root),
+    experiment(
+        "text-bias", "--model", "tiny-qwen2.5-vl", "--output-dir", str(root),
         "--set", f"experiment.dataset={source}", "--set", "experiment.bias_levels=none,0.69",
         "--set", "experiment.methods=sft", "--set", "sft:train.max_steps=1",
         "--set", "evaluate:eval.limit=4", "--set", "evaluate:eval.max_new_tokens=4",
-    ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in {"RANK", "WORLD_SIZE", "LOCAL_RANK"}}
-    done = subprocess.run(command, capture_output=True, text=True, cwd=repo, env=env, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    )  # fmt: skip
     card = json.loads((root / "data/text-bias-0.69/bias_card.json").read_text())
     assert abs(card["achieved"] - 0.69) <= 0.01
     table = (root / "tables/accuracy.md").read_text()

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -302,11 +299,9 @@ def test_a_reduced_run_lands_its_tables_and_reward_curves(tmp_path):
         "--set", "grpo:train.logging_steps=1",
         "--set", "evaluate:eval.max_new_tokens=48",
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
-    command = [sys.executable, "slurm/launch.py", "experiment", "cryptogram", "--model", TINY]
-    command += ["--output-dir", str(root), *small, "--executor", "local"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from test_experiments_e2e import experiment
+
+    experiment("cryptogram", "--model", TINY, "--output-dir", str(root), *small)
     launch = json.loads((root / "launch.json").read_text())
     assert {s["name"]: s["state"] for s in launch["steps"]} == dict.fromkeys(STEPS, "COMPLETED")
     scores = json.loads((root / "eval/grpo-gated/scores.json").read_text())

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_in_process
 
+from vqa_r1.cli.launch import main as launch_main
 from vqa_r1.errors import UserError
 from vqa_r1.launch import cuda_check
 from vqa_r1.launch.cuda_check import (
@@ -34,6 +36,10 @@ CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # torch 2.14.1
 
 
 def launch(*args, env=None, timeout=300):
+    """`slurm/launch.py ARGS` as typed: its own process where the environment must differ at
+    import (PATH, the Hugging Face cache), else in this process (tests/cli_helpers.py)."""
+    if env is None:
+        return run_in_process(launch_main, [str(a) for a in args])
     return subprocess.run(
         [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
     )

@@ -1,4 +1,8 @@
-"""The launcher: dry-run job scripts, validation before submission, and a local run."""
+"""The launcher: dry-run job scripts, validation before submission, and a local run.
+
+The commands are the launcher's as a user types them; `slurm/launch.py` itself starts as a
+process in the first test and wherever the environment must differ at import (the Hugging Face
+cache's location), the others run in this process (tests/cli_helpers.py)."""
 
 import re
 import subprocess
@@ -7,19 +11,30 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import run_in_process
+
+from vqa_r1.cli.launch import main as launch_main
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
 
 
-def launch(*args, env=None, timeout=300):
+def launch_process(*args, env=None, timeout=300):
+    """`python slurm/launch.py ARGS` as its own process."""
     return subprocess.run(
         [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
     )
 
 
+def launch(*args):
+    """`slurm/launch.py ARGS`, run in this process."""
+    return run_in_process(launch_main, [str(a) for a in args])
+
+
 def test_grpo_3b_dry_run_requests_a_gpu_and_carries_the_recipe():
-    out = launch("grpo", "--model", "qwen2.5-vl-3b", "--dry-run", "--output-dir", "/tmp/vqa-r1-dry")
+    out = launch_process(
+        "grpo", "--model", "qwen2.5-vl-3b", "--dry-run", "--output-dir", "/tmp/vqa-r1-dry"
+    )
     assert out.returncode == 0, out.stderr
     script = out.stdout
     assert script.startswith("#!/bin/bash")
@@ -102,7 +117,7 @@ def test_uncached_hub_model_is_refused_before_queueing(tmp_path):
         "HF_HOME": str(tmp_path / "hf"),
         "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
     }
-    out = launch(
+    out = launch_process(
         "grpo",
         "--model",
         "qwen2.5-vl-3b",
@@ -138,6 +153,10 @@ def test_local_grpo_job_leaves_a_run_directory(tmp_path):
     assert (run / "checkpoints" / "checkpoint-3" / "adapter_model.safetensors").exists()
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["verb"] == "grpo" and config["train"]["max_steps"] == 3
+    # DeepSpeed is imported by the runs that use it only (train/deepspeed_import.py): importing
+    # it says where it put its accelerator, and this job's log does not
+    (log,) = (run / "jobs").glob("*_0_log.err")
+    assert "real_accelerator" not in log.read_text() and "Loading weights" in log.read_text()
 
 
 def test_multi_node_deepspeed_and_vllm_server_dry_run():

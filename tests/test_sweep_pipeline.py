@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_in_process
 
+from vqa_r1.cli.launch import main as launch_main
 from vqa_r1.errors import UserError
 from vqa_r1.launch import monitor
 from vqa_r1.launch.pipeline import parse_steps, split_overrides
@@ -34,11 +36,11 @@ TINY = ["--model", "tiny-qwen2.5-vl", "--cluster", "local-slurm", "--time", "00:
 DISTRIBUTED = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
 
 
-def launch(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+def launch(*args: str, timeout: int = 120):
+    """`slurm/launch.py ARGS` as typed, run in this process (tests/cli_helpers.py); its local
+    jobs are subprocesses, started without those variables."""
     env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
-    return subprocess.run(
-        [*LAUNCH, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
-    )
+    return run_in_process(launch_main, [str(a) for a in args], env=env)
 
 
 # ------------------------------------------------------------------------------- sweeps

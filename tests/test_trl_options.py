@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import run_in_process
 
 from vqa_r1 import trl_options
 from vqa_r1.config import read_config, run_settings, save_config
@@ -20,8 +21,18 @@ VQA = [str(Path(sys.executable).parent / "vqa-r1")]
 MODEL = ["--model", "tiny-qwen2.5-vl"]
 
 
-def _run(cmd, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+def _run(cmd, timeout=300, process=False):
+    """A command as typed: `slurm/launch.py ...` or `vqa-r1 ...`, in this process
+    (tests/cli_helpers.py) unless ``process`` (the entry point itself, once)."""
+    if process:
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    from vqa_r1.cli import main as vqa_main
+    from vqa_r1.cli.launch import main as launch_main
+
+    if cmd[: len(LAUNCH)] == LAUNCH:
+        return run_in_process(launch_main, cmd[len(LAUNCH) :])
+    assert cmd[: len(VQA)] == VQA, cmd
+    return run_in_process(vqa_main, cmd[len(VQA) :])
 
 
 def _error(out) -> str:
@@ -54,7 +65,8 @@ def test_dry_run_prints_trl_keys_flat_in_the_resolved_config(tmp_path):
             "--dry-run",
             "--output-dir",
             str(tmp_path / "run"),
-        ]  # fmt: skip
+        ],  # fmt: skip
+        process=True,
     )
     assert out.returncode == 0, out.stderr
     train = _resolved(out.stdout)["train"]
