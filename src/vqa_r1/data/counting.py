@@ -254,15 +254,19 @@ def scene_row(scene: CountScene, image_path: str) -> dict:
 
 
 def write_counting(
-    out_dir: str | Path, spec: CountingSpec | None = None, carry: tuple[str, ...] = ()
+    out_dir: str | Path,
+    spec: CountingSpec | None = None,
+    carry: tuple[str, ...] = (),
+    keep_existing: bool = False,
 ) -> Path:
     """Write the PNGs and a DatasetDict (counting rows) under ``out_dir``, atomically; ``carry``:
-    entries of an existing ``out_dir`` kept (a claimed output folder's marker and lock)."""
+    entries of an existing ``out_dir`` kept (a claimed output folder's marker and lock);
+    ``keep_existing``: a cache folder another process finished first is kept (same content)."""
     from datasets import Dataset, DatasetDict
 
     spec = spec or CountingSpec()
     out_dir = Path(out_dir)
-    with atomic_dir(out_dir, carry=carry) as tmp:
+    with atomic_dir(out_dir, carry=carry, keep_existing=keep_existing) as tmp:
         splits = {}
         for index, (split, (condition, n)) in enumerate(spec.splits.items()):
             (tmp / "images" / split).mkdir(parents=True)
@@ -309,5 +313,5 @@ def counting_dataset_dir(spec: CountingSpec | None = None, root: Path | None = N
     spec = spec or CountingSpec()
     target = counting_target(spec, root)
     if not (target / "hf").exists():
-        write_counting(target, spec)
+        write_counting(target, spec, keep_existing=True)  # another job may write it too
     return target

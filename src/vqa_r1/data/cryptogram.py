@@ -489,16 +489,20 @@ def spec_dict(spec: CryptogramSpec) -> dict:
 
 
 def write_dataset(
-    out_dir: str | Path, spec: CryptogramSpec | None = None, carry: tuple[str, ...] = ()
+    out_dir: str | Path,
+    spec: CryptogramSpec | None = None,
+    carry: tuple[str, ...] = (),
+    keep_existing: bool = False,
 ) -> Path:
     """Write the decoder PNGs and a Hugging Face DatasetDict under ``out_dir`` (in a temporary
-    folder renamed into place, like the synthetic scenes), with ``dataset_info.json``."""
+    folder renamed into place, like the synthetic scenes), with ``dataset_info.json``;
+    ``keep_existing``: a cache folder another process finished first is kept (same content)."""
     from datasets import Dataset, DatasetDict
 
     spec = spec or CryptogramSpec()
     out_dir = Path(out_dir)
     examples = generate(spec)
-    with atomic_dir(out_dir, carry=carry) as tmp:
+    with atomic_dir(out_dir, carry=carry, keep_existing=keep_existing) as tmp:
         splits = {}
         for split, items in examples.items():
             image_dir = tmp / "images" / split
@@ -534,5 +538,5 @@ def cryptogram_dataset_dir(spec: CryptogramSpec, root: Path | None = None) -> Pa
     temporary folder and renamed into place: a folder that exists is whole)."""
     target = cryptogram_target(spec, root)
     if not (target / "hf").exists():
-        write_dataset(target, spec)
+        write_dataset(target, spec, keep_existing=True)  # another job may write it too
     return target

@@ -100,7 +100,7 @@ def synthetic_dataset_dir(data_cfg: Any) -> Path:
         return target
     if ranks.is_main():
         log.info("generating synthetic dataset into %s", target)
-        write_dataset(target, spec)
+        write_dataset(target, spec, keep_existing=True)  # another job may write it too
     else:
         ranks.wait_for(ready, f"the synthetic dataset {target}")
     return target

@@ -85,7 +85,7 @@ def write_standin(
         min_objects=3, max_objects=4, background_style="ramp", distinct_colors=True
     )
     out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, keep_existing=True) as tmp:  # a cache: the same whoever writes it
         (tmp / "images").mkdir(parents=True)
         index = 0
         for split_index, (split, n) in enumerate({"train": train, "test": test}.items()):

@@ -375,19 +375,24 @@ class SyntheticSpec:
 
 
 def write_dataset(
-    out_dir: str | Path, spec: SyntheticSpec | None = None, carry: tuple[str, ...] = ()
+    out_dir: str | Path,
+    spec: SyntheticSpec | None = None,
+    carry: tuple[str, ...] = (),
+    keep_existing: bool = False,
 ) -> Path:
     """Write PNGs and a Hugging Face DatasetDict (VSR schema + boxes) under ``out_dir``.
 
     The dataset is built in a temporary folder and renamed into place, so a killed generation never
     leaves a half-written dataset that a later run would trust. ``carry``: entries of an existing
     ``out_dir`` kept (``io.atomic_dir``); the caller has checked that it holds nothing else.
+    ``keep_existing``: a cache folder (the same content whoever writes it): one another process
+    finished first is kept, not replaced under its readers' feet.
     """
     from datasets import Dataset, DatasetDict
 
     spec = spec or SyntheticSpec()
     out_dir = Path(out_dir)
-    with atomic_dir(out_dir, carry=carry) as tmp:
+    with atomic_dir(out_dir, carry=carry, keep_existing=keep_existing) as tmp:
         splits = {}
         for split_index, (split, n) in enumerate(spec.splits.items()):
             image_dir = tmp / "images" / split
