@@ -441,7 +441,7 @@ def test_a_refused_sbatch_is_one_line_with_slurms_message(tmp_path, monkeypatch,
 
 
 def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(tmp_path):
-    """executor.finished_since_planning: the previous job left the queue after building read the
+    """executor.finished_since_building: the previous job left the queue after building read the
     folder; a completion recorded after that read is that job's, one from before is not (a
     folder --overwrite moves aside)."""
     import json
@@ -449,14 +449,14 @@ def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(t
     from types import SimpleNamespace
 
     from vqa_r1 import claims
-    from vqa_r1.launch.executor import finished_since_planning
+    from vqa_r1.launch.executor import finished_since_building
     from vqa_r1.launch.graph import Step
 
     run_dir = tmp_path / "eval"
     run_dir.mkdir()
     request = SimpleNamespace(folder_state=claims.RESUME)  # not done when built
     step = Step("eval/base", run_dir, request)
-    assert not finished_since_planning(step)  # no marker: nothing to go on
+    assert not finished_since_building(step)  # no marker: nothing to go on
 
     def completed(at: float) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
@@ -464,9 +464,9 @@ def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(t
         (run_dir / claims.MARKER).write_text(json.dumps(marker))
 
     completed(time.time())
-    assert finished_since_planning(step)
+    assert finished_since_building(step)
     completed(step.checked_at - 3600)
-    assert not finished_since_planning(step)
+    assert not finished_since_building(step)
 
     # a training run never marks its folder: its status.json says when it completed
     train_dir = tmp_path / "sft"
@@ -480,8 +480,8 @@ def test_a_step_completed_during_the_relaunchs_planning_is_not_submitted_again(t
         (train_dir / "status.json").write_text(json.dumps({"state": state, "updated": stamp}))
 
     status("RUNNING", time.time())
-    assert not finished_since_planning(step)
+    assert not finished_since_building(step)
     status("COMPLETED", time.time())
-    assert finished_since_planning(step)
+    assert finished_since_building(step)
     status("COMPLETED", step.checked_at - 3600)
-    assert not finished_since_planning(step)
+    assert not finished_since_building(step)

@@ -276,13 +276,13 @@ def test_the_builder_checks_trl_once_per_train_section(monkeypatch):
 
     calls = []
     monkeypatch.setattr(runner, "check_trl_config", lambda c, p: calls.append((c.verb, p)))
-    planner = GraphBuilder(JobOptions(dry_run=True))
+    builder = GraphBuilder(JobOptions(dry_run=True))
     config = load_config("grpo", "tiny-qwen2.5-vl", overrides=["train.epsilon_high=0.28"])
     for _ in range(3):
-        planner.check_trl("grpo", config, 1)
+        builder.check_trl("grpo", config, 1)
     config.train.trl["epsilon_high"] = 0.3
-    planner.check_trl("grpo", config, 1)
-    planner.check_trl("evaluate", config, 1)
+    builder.check_trl("grpo", config, 1)
+    builder.check_trl("evaluate", config, 1)
     assert calls == [("grpo", 1), ("grpo", 1)]
 
 

@@ -271,10 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     command = shlex.join(["slurm/launch.py", *argv])
-    return exit_status(lambda: launch(args, command))
+    return exit_status(lambda: run_command(args, command))
 
 
-def launch(args: argparse.Namespace, command: str) -> int:
+def run_command(args: argparse.Namespace, command: str) -> int:
     """Build the launch's graph, then print it (``--dry-run``) or run it."""
     if args.verb in MONITOR_VERBS:
         return monitor(args)

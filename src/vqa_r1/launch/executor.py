@@ -286,7 +286,7 @@ def submit_all(graph: Graph, runs: dict[str, StepRun], command: str) -> Outcome:
         old = earlier.get(step.name)
         state = active.get(old or "", "")
         run = runs[step.name]
-        if step.done or (old and state not in ACTIVE_STATES and finished_since_planning(step)):
+        if step.done or (old and state not in ACTIVE_STATES and finished_since_building(step)):
             run.state = "DONE EARLIER"  # or its job ended between the folder check and squeue
         elif old and state in ACTIVE_STATES:
             run.job_id, run.state = old, f"{state} (from the previous launch)"
@@ -318,7 +318,7 @@ def submit_all(graph: Graph, runs: dict[str, StepRun], command: str) -> Outcome:
     return outcome(0, "slurm", runs, jobs=jobs)
 
 
-def finished_since_planning(step: Step) -> bool:
+def finished_since_building(step: Step) -> bool:
     """A step whose previous job left the queue after building read its folder: complete now?
 
     Without this a short job that ended during the re-launch's building (seconds: imports, TRL's

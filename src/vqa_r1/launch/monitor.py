@@ -1,6 +1,6 @@
 """`status`, `logs` and `cancel` for every kind of launch: a run, sweep, pipeline or experiment.
 
-Every launch keeps one state file in its folder, `launch.json` (launch/graph.py: its kind, and per
+Every launch keeps one state file in its folder, `launch.json` (launch/executor.py: its kind, and per
 step the run directory, dependencies, job id and state), and the launcher records every job it
 submits in the step's run directory (`jobs.json`: job id, array index, submit time, executor,
 command, log folder), so a folder is enough to find its jobs again days later. A folder of several

@@ -74,7 +74,7 @@ class JobRequest:
     setup: tuple[str, ...] = ()  # setup lines of the job script (offline flags, a vLLM server)
     # the copy of the code a SLURM job imports (made at submission; None: the working tree)
     snapshot: Path | None = None
-    # what planning found in the run directory (claims.NEW / RESUME / COMPLETE), and what claims
+    # what building found in the run directory (claims.NEW / RESUME / COMPLETE), and what claims
     # it (marker, config.yaml): called by the executor once every check of the launch passed
     folder_state: str | None = None
     prepare: Callable[[], None] | None = None

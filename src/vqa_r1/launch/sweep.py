@@ -65,7 +65,7 @@ def check_conflicts(keys: dict[str, list[str]], overrides: list[str]) -> None:
 
 
 def sweep_settings(spec: Any, sweeps: list[str]) -> dict:
-    """What makes two sweeps the same (output_dir.py): verb, model, recipe, --set, --sweep."""
+    """What makes two sweeps the same (claims.py): verb, model, recipe, --set, --sweep."""
     return {
         "verb": spec.verb,
         "model": spec.model,
