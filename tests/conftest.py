@@ -27,6 +27,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """The SLURM tests share the local cluster (its two CPUs): one xdist worker runs them, one
     after another (``xdist_group``), while the others run the rest. They run first, and the

@@ -13,7 +13,9 @@ from judge_helpers import REPO, cli, write_responses
 
 from benchmarks.loopback import FAULTS, LoopbackOpenAI
 
-FAST = ["--timeout", "0.25", "--backoff-base", "0.01", "--backoff-max", "0.05"]
+# a timeout well below the injected hang (3 s) and well above a loopback answer on a loaded
+# machine (the suite runs beside other work: tests/README.md)
+FAST = ["--timeout", "1.0", "--backoff-base", "0.01", "--backoff-max", "0.05"]
 
 
 def run_args(server, responses, out, cache, *extra):
@@ -31,7 +33,7 @@ def test_500_items_with_30_percent_faults_none_lost_and_rerun_is_free(tmp_path, 
     ]
     out, cache = tmp_path / "checks.json", tmp_path / "cache"
     with LoopbackOpenAI(fault_rate=0.3, faults=FAULTS, seed=7, retry_after="0.05",
-                        hang_seconds=1.0) as server:  # fmt: skip
+                        hang_seconds=3.0) as server:  # fmt: skip
         code = cli(*run_args(server, responses, out, cache, "--max-attempts", "4"))
         first = server.requests[:]
     records = json.loads(out.read_text())
