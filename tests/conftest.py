@@ -27,15 +27,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The SLURM tests share the local cluster (its two CPUs): one xdist worker runs them, one
-    after another (``xdist_group``), while the others run the rest. They run first, and the
-    modules with slow tests next: the long waits start early instead of ending the suite."""
-    group = pytest.mark.xdist_group("slurm")
-    for item in items:
-        if item.get_closest_marker("slurm"):
-            item.add_marker(group)
+    """The SLURM tests run first, then the modules with slow tests, then the rest: the long
+    waits start early instead of ending the suite (pytest-xdist hands out work in this order)."""
     rank: dict[str, int] = {}
     for item in items:
         module = str(item.path)
@@ -44,6 +38,27 @@ def pytest_collection_modifyitems(config, items):
         )
         rank[module] = min(rank.get(module, 2), level)
     items.sort(key=lambda item: rank[str(item.path)])  # stable: modules keep their order
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """scripts/test's `--dist loadscope`: every test module one unit of work (its module-scoped
+    fixtures built once), except the SLURM tests, which share the local cluster (its two CPUs)
+    and so are one unit: one worker runs them one after another while the others run the rest.
+    (xdist's own `loadgroup` cannot do it under pytest 9, whose node ids take no group suffix.)
+    The units go out in the order above, not by size."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndTheCluster(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/slurm/"):
+                return "tests/slurm"
+            return super()._split_scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return ModulesAndTheCluster(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
