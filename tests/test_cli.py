@@ -61,7 +61,8 @@ def test_readme_commands_exist_and_run():
     out = _run([str(REPO / "scripts" / "demo"), "--help"])
     assert out.returncode == 0 and "usage: vqa-r1 demo" in out.stdout, out.stderr[-500:]
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == "exec scripts/test -ra", ci[-1]
+    # the README's test command, ending with its cost: the 25 slowest tests and the total
+    assert ci[-1] == "exec scripts/test -ra --durations=25 --durations-min=0", ci[-1]
     launches = [c for c in commands if c.startswith("python slurm/launch.py")]
     assert len(launches) >= 2
     for command in launches:  # submitted here as dry runs: same parsing and login-node checks

@@ -357,8 +357,8 @@ def test_an_unhealthy_train_job_fails_without_requeueing(tmp_path, monkeypatch):
     monkeypatch.setattr(
         "vqa_r1.launch.requeue.install_graceful_requeue", lambda delay: Controller()
     )
+    monkeypatch.setattr(task_module.TrainTask, "uses_cuda", False)
     job = task_module.TrainTask(str(run_dir), gpus=0)
-    job.uses_cuda = False
     with pytest.raises(task_module.RunUnhealthy, match="UNHEALTHY at step 4: run health alarm"):
         job()
     assert requeued == ["finish"]

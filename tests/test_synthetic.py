@@ -112,7 +112,7 @@ def test_sim_cache_folders_unchanged_and_shifted_apart(monkeypatch, tmp_path):
 
     monkeypatch.setenv("VQA_R1_CACHE", str(tmp_path))
     monkeypatch.setattr(
-        datasets, "write_dataset", lambda target, spec: (target / "hf").mkdir(parents=True)
+        datasets, "write_dataset", lambda target, spec, **_: (target / "hf").mkdir(parents=True)
     )
     demo = {
         "synthetic_train": 4000,

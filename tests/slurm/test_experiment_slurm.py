@@ -50,7 +50,13 @@ def test_an_experiment_runs_as_dependent_jobs_and_a_relaunch_reuses_queued_ones(
     first = {name: s["job_id"] for name, s in steps(root).items()}
     assert set(first) == {"eval/base", "runs/sft-none", "eval/sft-none", "tables"}
 
-    again = launch(*ARGS, "--output-dir", str(root))  # at once: the jobs are queued or running
+    # the jobs held in the queue while the same command runs again (on a loaded machine they could
+    # otherwise end during its checks): it must keep them, not submit a second job for a step
+    subprocess.run(["scontrol", "hold", *first.values()], capture_output=True, text=True)
+    try:
+        again = launch(*ARGS, "--output-dir", str(root))
+    finally:
+        subprocess.run(["scontrol", "release", *first.values()], capture_output=True, text=True)
     second = steps(root)
     unfinished = [n for n, s in second.items() if s["state"] != "DONE EARLIER"]
     assert unfinished, again

@@ -54,7 +54,11 @@ from vqa_r1.launch.request import JobRequest
 from vqa_r1.launch.sbatch_preview import render
 from vqa_r1.run_dir import UNHEALTHY, RunDir
 
-ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING"}
+# a job in one of these states is still the controller's: a re-launch keeps it (COMPLETING: it
+# ended but SLURM has not let go of it yet; submitting its step again would run it twice)
+ACTIVE_STATES = {
+    "PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING"
+}  # fmt: skip
 ENDED_WELL = ("COMPLETED", "DONE EARLIER")
 
 

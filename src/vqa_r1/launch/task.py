@@ -62,7 +62,13 @@ class Task:
         raise NotImplementedError
 
     def run_config(self) -> RunConfig:
-        return read_config(Path(self.run_dir) / "config.yaml")
+        """The run's resolved config, written when its folder was claimed. A job's ranks find it
+        written at submission; the ranks of a command torchrun started all at once (`vqa-r1
+        grpo` in process) wait for rank 0's claim."""
+        path = Path(self.run_dir) / "config.yaml"
+        if not ranks.is_main():
+            ranks.wait_for(path.exists, f"{path} (rank 0 claims the run directory)", 600)
+        return read_config(path)
 
     def checkpoint(self, *args, **kwargs):
         """Requeue the same task: it resumes from the latest complete checkpoint of its run dir.
