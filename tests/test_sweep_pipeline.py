@@ -210,7 +210,8 @@ def test_pipeline_plan_wires_merge_into_grpo_and_evaluate(tmp_path):
     graph = plan(tmp_path, "sft,merge,grpo,evaluate", "train.seed=7")
     sft, merge, grpo, evaluate = graph.steps
     root = tmp_path / "p"
-    assert [s.after for s in graph.steps] == [(), ("sft",), ("merge",), ("grpo",)]
+    # a line; evaluate reads the merged model as well as GRPO's adapter, and waits for both
+    assert [s.after for s in graph.steps] == [(), ("sft",), ("merge",), ("grpo", "merge")]
     assert merge.request.task.adapter == str(root / "sft")
     assert merge.info["settings"]["verb"] == "merge"
     assert grpo.info["settings"]["model.path"] == str(root / "merge" / "merged")

@@ -116,8 +116,7 @@ def design(b: Study) -> None:
                 "grpo",
                 data,
                 {"model": grpo_model, "rewards": kind},
-                init_adapter=str(sft.run_dir / "final") if from_sft else None,
-                after=(sft.name,) if from_sft else (),
+                continues=sft if from_sft else None,
                 extra=[*reward_overrides(kind), *extra],
             )
     # (model, rewards, the run's key in ``runs``, the evaluation's folder)

@@ -10,7 +10,6 @@ comparison: each trained model against the base model, and GRPO against SFT (two
 from __future__ import annotations
 
 from vqa_r1.experiments.study import Study
-from vqa_r1.train.merge import merged_dir
 
 
 def design(b: Study) -> None:
@@ -33,20 +32,16 @@ def design(b: Study) -> None:
         evaluations["sft"][seed] = b.seeded("eval/sft", seed)
         b.evaluate(evaluations["sft"][seed], data, {"method": "sft"}, sft)
         merge = b.merge(b.seeded("runs/merge", seed), sft)
-        merged = str(merged_dir(merge.run_dir))
         grpo = b.train(
             b.seeded("runs/grpo", seed),
             "grpo",
             data,
             {"method": "sft+merge+grpo"},
-            model_path=merged,
-            after=(merge.name,),
+            on=merge,
             extra=[*rewards, *extra],
         )
         evaluations["grpo"][seed] = b.seeded("eval/grpo", seed)
-        b.evaluate(
-            evaluations["grpo"][seed], data, {"method": "sft+merge+grpo"}, grpo, model_path=merged
-        )
+        b.evaluate(evaluations["grpo"][seed], data, {"method": "sft+merge+grpo"}, grpo, on=merge)
     rows = [{"step": "eval/base", "labels": {"method": "base"}}]
     rows += [
         b.seed_row({"labels": {"method": method}}, evaluations[name])

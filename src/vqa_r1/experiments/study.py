@@ -258,32 +258,18 @@ class Study:
                     "grpo",
                     dataset,
                     {label: "sft+grpo"},
-                    init_adapter=str(sft.run_dir / "final"),
-                    after=(sft.name,),
+                    continues=sft,
                     extra=[*grpo_extra, *extra],
                 )
         return runs
 
-    def _add(
-        self,
-        name: str,
-        verb: str,
-        config: RunConfig,
-        adapter: str | None,
-        after: tuple[str, ...],
-        info: dict,
-    ) -> Step:
-        return self.builder.run(
-            name,
-            verb,
-            config,
-            self.root / name,
-            adapter,
-            after,
-            {"verb": verb, **info},
-            f"vqa-r1-{self.name}-{verb}",
-            check_data=config.data.dataset not in self.generated,
-        )
+    def _fields(self, verb: str, config: RunConfig, labels: dict) -> dict:
+        """A study step's job name, labels (its table row) and whether its data is the user's."""
+        return {
+            "info": {"verb": verb, "labels": labels},
+            "job_name": f"vqa-r1-{self.name}-{verb}",
+            "check_data": config.data.dataset not in self.generated,
+        }
 
     def train(
         self,
@@ -291,26 +277,23 @@ class Study:
         verb: str,
         dataset: str,
         labels: dict,
-        init_adapter: str | None = None,
-        model_path: str | None = None,
-        after: tuple[str, ...] = (),
+        continues: Step | None = None,
+        on: Step | None = None,
         extra: list[str] | None = None,
     ) -> Step:
+        """An SFT or GRPO run on ``dataset``; ``continues``: the run whose adapter it goes on
+        from; ``on``: the merge step whose model it trains (GraphBuilder.train wires both)."""
         config = self.config(verb, extra)
         config.data.dataset = dataset  # may be made by the launch: not checked by load_config
-        if init_adapter:
-            config.init_adapter = init_adapter
-        if model_path:
-            config.model.path = model_path
-        return self._add(name, verb, config, None, after, {"labels": labels})
+        fields = self._fields(verb, config, labels)
+        return self.builder.train(name, config, self.root / name, continues, on, **fields)
 
     def merge(self, name: str, adapter_step: Step) -> Step:
         """The adapter of ``adapter_step`` merged into the base model (the recipes give a merge
         an hour)."""
         config = self.config("merge")
-        return self._add(
-            name, "merge", config, str(adapter_step.run_dir), (adapter_step.name,), {"labels": {}}
-        )
+        fields = self._fields("merge", config, {})
+        return self.builder.merge(name, config, self.root / name, adapter_step, **fields)
 
     def evaluate(
         self,
@@ -318,17 +301,15 @@ class Study:
         dataset: str,
         labels: dict,
         adapter_step: Step | None = None,
-        model_path: str | None = None,
-        after: tuple[str, ...] = (),
+        on: Step | None = None,
         extra: list[str] | None = None,
     ) -> Step:
+        """``adapter_step``'s adapter (None: the model itself), on the merged model of ``on``
+        when given, evaluated on ``dataset``'s split of the spec."""
         config = self.config("evaluate", [f"eval.split={self.spec.eval_split}", *(extra or [])])
         config.data.dataset = dataset
-        if model_path:
-            config.model.path = model_path
-        adapter = str(adapter_step.run_dir) if adapter_step else None
-        waits = (*after, *((adapter_step.name,) if adapter_step else ()))
-        return self._add(name, "evaluate", config, adapter, waits, {"labels": labels})
+        fields = self._fields("evaluate", config, labels)
+        return self.builder.evaluate(name, config, self.root / name, adapter_step, on, **fields)
 
     def prompt_tune(self, name: str, mode: str, base: bool, extra: list[str] | None = None) -> Step:
         """Prompt tuning (or, ``base``, the base model scored the same way) in one mode. Its job

@@ -218,6 +218,87 @@ class GraphBuilder:
         info = {**(info or {}), "settings": step_settings(config.to_dict())}
         return self.add(Step(name, run_dir, request, tuple(after), info=info), config)
 
+    def train(
+        self,
+        name: str,
+        config: RunConfig,
+        run_dir: Path,
+        continues: Step | None = None,
+        on: Step | None = None,
+        after: tuple[str, ...] = (),
+        **fields: Any,
+    ) -> Step:
+        """An SFT or GRPO run of ``config``. ``continues``: the training step whose final adapter
+        it goes on from (``init_adapter``); ``on``: the merge step whose merged model it trains
+        (``model.path``, with a fresh adapter). It waits for both: pipelines and studies wire a
+        chain only here (and in ``merge``, ``evaluate``)."""
+        config = self._on(self._continuing(config, continues), on)
+        return self.run(
+            name, config.verb, config, run_dir, None, self._waits(after, continues, on),
+            **self._wired(fields, config, None),
+        )  # fmt: skip
+
+    def merge(
+        self,
+        name: str,
+        config: RunConfig,
+        run_dir: Path,
+        trained: Step,
+        after: tuple[str, ...] = (),
+        **fields: Any,
+    ) -> Step:
+        """``trained``'s adapter folded into the model of ``config`` (its SFT recipe's settings;
+        the recipes give a merge an hour), after ``trained``."""
+        adapter = str(trained.run_dir)
+        waits = self._waits(after, trained)
+        fields = self._wired(fields, config, adapter)
+        return self.run(name, "merge", config, run_dir, adapter, waits, **fields)
+
+    def evaluate(
+        self,
+        name: str,
+        config: RunConfig,
+        run_dir: Path,
+        trained: Step | None = None,
+        on: Step | None = None,
+        after: tuple[str, ...] = (),
+        **fields: Any,
+    ) -> Step:
+        """An evaluation of ``trained``'s adapter (None: the model itself) on the model of
+        ``config``, or on the merged model of ``on``; after both."""
+        adapter = str(trained.run_dir) if trained is not None else None
+        config = self._on(config, on)
+        waits = self._waits(after, trained, on)
+        fields = self._wired(fields, config, adapter)
+        return self.run(name, "evaluate", config, run_dir, adapter, waits, **fields)
+
+    @staticmethod
+    def _continuing(config: RunConfig, step: Step | None) -> RunConfig:
+        if step is None:
+            return config
+        return replace(config, init_adapter=str(step.run_dir / "final"))
+
+    @staticmethod
+    def _on(config: RunConfig, merge: Step | None) -> RunConfig:
+        if merge is None:
+            return config  # made by the merge step: not checked here
+        return replace(config, model=replace(config.model, path=str(merged_dir(merge.run_dir))))
+
+    @staticmethod
+    def _waits(after: tuple[str, ...], *steps: Step | None) -> tuple[str, ...]:
+        names = [*after, *(s.name for s in steps if s is not None)]
+        return tuple(dict.fromkeys(names))
+
+    @staticmethod
+    def _wired(fields: dict, config: RunConfig, adapter: str | None) -> dict:
+        """What a step reads from the steps before it, recorded in launch.json beside it."""
+        wiring = {
+            "model_path": config.model.path,
+            "init_adapter": config.init_adapter,
+            "adapter": adapter,
+        }
+        return {**fields, "info": {**(fields.get("info") or {}), **wiring}}
+
     def task(self, kind: type[Task], run_dir: Path, gpus: int, **fields: Any) -> Task:
         """A task of ``kind`` with what the job needs to know of its launch: its GPUs (none in
         process: this process uses what it sees), the requeue limit and the cluster's warning
@@ -684,25 +765,21 @@ def pipeline_graph(
     b.folder_check(root, "pipeline", settings)  # before any step's folder is checked
     if (root / "config.yaml").exists():
         raise UserError(f"{root} is a run directory; give the pipeline its own --output-dir")
-    base_path: str | None = None  # a merged model, once merge ran
-    trained: Step | None = None  # the run whose adapter applies on base_path
-    previous: tuple[str, ...] = ()
+    trained: Step | None = None  # the run whose adapter the next steps read
+    merged: Step | None = None  # the merge step, once there: later steps load its model
+    after: tuple[str, ...] = ()
     for name in names:
         config = load_config(name, model, None, per_step[name])
-        if base_path:
-            config.model.path = base_path  # made by the merge step: not checked here
         run_dir = root / name
-        adapter = str(trained.run_dir) if trained and name in ("merge", "evaluate") else None
-        if name == "grpo" and trained is not None:  # no merge: continue the SFT adapter
-            config.init_adapter = str(trained.run_dir / "final")
-        info = {"model_path": base_path, "init_adapter": config.init_adapter, "adapter": adapter}
-        job_name = f"vqa-r1-{name}-{model}"
-        step = b.run(name, name, config, run_dir, adapter, previous, info, job_name)
+        fields = {"after": after, "job_name": f"vqa-r1-{name}-{model}"}
         if name == "merge":
-            base_path, trained = str(merged_dir(run_dir)), None
-        elif name in ("sft", "grpo"):
-            trained = step
-        previous = (name,)
+            merged = b.merge(name, config, run_dir, trained, **fields)
+            trained = None  # GRPO then trains a fresh adapter on the merged model
+        elif name == "evaluate":
+            b.evaluate(name, config, run_dir, trained, merged, **fields)
+        else:  # sft, grpo (without merge: GRPO continues the SFT adapter)
+            trained = b.train(name, config, run_dir, trained, merged, **fields)
+        after = (name,)
     return b.graph(
         "pipeline",
         root,

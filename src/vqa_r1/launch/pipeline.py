@@ -63,6 +63,6 @@ def describe(root: Path, steps: list[Any]) -> list[str]:
             if step.info.get(key):
                 details.append(f"{label} {step.info[key]}")
         if step.after:
-            details.append(f"after {step.after[0]} (afterok)")
+            details.append(f"after {', '.join(step.after)} (afterok)")
         lines.append(f"#   {step.name}: " + "; ".join(details))
     return lines
