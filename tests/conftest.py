@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank[str(item.path)])  # stable: modules keep their order
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # also runs with -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """scripts/test's `--dist loadscope`: every test module one unit of work (its module-scoped
     fixtures built once), except the SLURM tests, which share the local cluster (its two CPUs)

@@ -81,6 +81,28 @@ def test_a_dry_run_prints_exactly_the_request_that_is_submitted(tmp_path, fake_s
     assert "#SBATCH --dependency=afterok:4003" in _submitted(root / "evaluate", "4004")
 
 
+def test_a_job_the_cluster_profile_refuses_is_refused_before_any_folder_is_written(
+    tmp_path, fake_sbatch, monkeypatch
+):
+    """The resources are fitted to the profile for every step before the launch's folder is
+    claimed: a refusal leaves nothing behind (no pipeline folder, no step folder)."""
+    root = tmp_path / "pipeline"
+    job = JobOptions(executor="slurm", cluster="local-slurm", time="00:05:00")
+    graph = build.pipeline_graph("tiny-qwen2.5-vl", "sft,evaluate", [], str(root), job)
+    fitted = []
+
+    def refuse_the_last(request, dependency=None):
+        fitted.append(request.job_name)
+        if len(fitted) == len(graph.steps):
+            raise UserError("cpus: the profile cannot give each task one")
+        return {}
+
+    monkeypatch.setattr(executor, "slurm_parameters", refuse_the_last)
+    with pytest.raises(UserError, match="the profile cannot"):
+        executor.execute(graph, "slurm/launch.py pipeline ...")
+    assert len(fitted) == 2 and not root.exists()
+
+
 def test_the_launchers_dry_run_is_what_the_same_command_submits(tmp_path, fake_sbatch, capsys):
     """As a user types it: `--dry-run`, then the same command without it. Only the code
     snapshot's time stamp (the second each command ran) may differ."""

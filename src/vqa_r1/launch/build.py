@@ -73,7 +73,6 @@ DOCTOR_MINUTES = 10  # the checks take about a minute; the limit must outlast th
 # Jobs never download: compute nodes are often offline, and the model was found complete in the
 # cache at submission (check_model_available); without this a missing file retries for minutes.
 OFFLINE_SETUP = "export HF_HUB_OFFLINE=1  # the job reads the model from the local cache only"
-RUN_VERBS = ("sft", "grpo", "evaluate", "merge")
 
 
 @dataclass(frozen=True)
@@ -663,10 +662,6 @@ def job_graph(spec: RunSpec, job: JobOptions) -> tuple[Graph, RunConfig]:
     return b.graph("run", run_dir), b.configs[step.name]
 
 
-def one_step_graph(b: GraphBuilder, step: Step) -> Graph:
-    return b.graph("run", step.run_dir)
-
-
 def pretrain_graph(
     config: PretrainConfig, out: str, stop_after: int | None, job: JobOptions
 ) -> Graph:
@@ -679,12 +674,12 @@ def judge_graph(
     config: JudgeJobConfig, output_dir: str | None, setup: list[str], job: JobOptions
 ) -> Graph:
     b = GraphBuilder(job)
-    return one_step_graph(b, b.judge(config, default_dir("judge", output_dir), setup))
+    return b.graph("run", b.judge(config, default_dir("judge", output_dir), setup).run_dir)
 
 
 def doctor_graph(models: list[str], output_dir: str | None, job: JobOptions) -> Graph:
     b = GraphBuilder(job)
-    return one_step_graph(b, b.doctor(models, default_dir("doctor", output_dir)))
+    return b.graph("run", b.doctor(models, default_dir("doctor", output_dir)).run_dir)
 
 
 def prompt_tune_graph(
@@ -700,7 +695,7 @@ def prompt_tune_graph(
         "prompt-tune", config, run_dir, base, ResourceConfig(gpus=0), f"vqa-r1-{verb}", verb,
         stop_after,
     )  # fmt: skip
-    return one_step_graph(b, step)
+    return b.graph("run", step.run_dir)
 
 
 def sweep_graph(

@@ -203,6 +203,10 @@ def execute(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
         )
         return Outcome(0, "none", states={s.name: "DONE EARLIER" for s in graph.steps},
                        nothing_to_do=True)  # fmt: skip
+    if kind == "slurm":  # the profile's limits refuse a step now, before any folder is written
+        for step in graph.steps:
+            if not step.done:
+                slurm_parameters(step.request)
     new = not graph.root.exists()
     if graph.claim is None:  # one run: its job claims and locks its folder; nothing to prepare
         return _run(graph, kind, command, no_wait, new)
@@ -257,6 +261,7 @@ def submit(request: JobRequest, kind: str, log_dir: Path, waits: dict | None = N
 
     if kind == "local" and request.task.uses_cuda:
         require_usable_cuda(request.resources.gpus)  # the job would run here: say so now
+    params = slurm_parameters(request, waits) if kind == "slurm" else local_parameters(request)
     run_dir = Path(request.task.run_dir)
     existed = run_dir.exists()
     if request.prepare is not None:
@@ -267,9 +272,8 @@ def submit(request: JobRequest, kind: str, log_dir: Path, waits: dict | None = N
             snapshot = snapshot_code(request.snapshot)
         log_dir.mkdir(parents=True, exist_ok=True)
         if kind != "slurm":
-            return make_executor(kind, log_dir, local_parameters(request)).submit(request.task)
-        executor = make_executor(kind, log_dir, slurm_parameters(request, waits))
-        return submit_to_slurm(executor, request)
+            return make_executor(kind, log_dir, params).submit(request.task)
+        return submit_to_slurm(make_executor(kind, log_dir, params), request)
     except UserError:  # sbatch refused: leave the folder as it was
         if not existed:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -94,8 +94,3 @@ def order(steps: tuple[Step, ...] | list[Step]) -> list[Step]:
     for step in steps:
         visit(step, ())
     return placed
-
-
-def root_of(path: str | Path) -> Path:
-    """A launch folder as every step names it (resolved)."""
-    return Path(path).resolve()
