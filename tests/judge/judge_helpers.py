@@ -17,7 +17,7 @@ from vqa_r1.cli import main
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-STUDY = Path(os.environ.get("VQA_R1_VSR_DATA", REPO.parent / "shared" / "realdata" / "vlm_r1_vsr"))
+STUDY = Path(os.environ.get("VQA_R1_REALDATA", REPO.parent / "shared" / "realdata" / "vlm_r1_vsr"))
 JUDGE_DIR = STUDY / "alignment-calculation_LLM-as-a-judge"
 HUMAN = JUDGE_DIR / "simple-prompt" / "human-labeling" / "human_label_test_split_filled.json"
 
@@ -30,9 +30,9 @@ def responses_file(model: str, split: str) -> Path:
     return JUDGE_DIR / "responses" / model / f"generated_responses_{split.lower()}.json"
 
 
-needs_study = pytest.mark.skipif(
-    not JUDGE_DIR.is_dir(), reason=f"the study's data is not at {STUDY} (set VQA_R1_VSR_DATA)"
-)
+# the root conftest's `realdata` fixture: missing data fails these tests (one variable,
+# VQA_R1_REALDATA, for the whole suite), never skips them: a claim not run is not proven
+needs_study = pytest.mark.usefixtures("realdata")
 
 
 def write_responses(path: Path, n: int, tag: str = "", misaligned_every: int = 0) -> Path:
