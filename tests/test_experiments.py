@@ -229,6 +229,32 @@ def test_tables_command_checks_committed_tables(tmp_path, capsys):
     assert main([*args, "--check"]) == 0
 
 
+def test_tables_of_one_experiment_write_nothing_outside_it(tmp_path, monkeypatch, realdata):
+    """`vqa-r1 tables EXP` from a folder of the user's: the user's ./results/study files and
+    ./README.md stay as they were, no ./results is made; only EXP's tables are written."""
+    from vqa_r1.cli import main
+
+    _experiment(tmp_path / "exp")
+    for step in ("base", "sft-none", "sft-0.7", "sft-0.9"):
+        _scores(tmp_path / "exp" / "eval" / step, 70, 100)
+    user = tmp_path / "work"
+    (user / "results" / "study").mkdir(parents=True)
+    mine = user / "results" / "study" / "study_reference.md"
+    mine.write_text("my notes\n")
+    readme = user / "README.md"
+    readme.write_text("<!-- table: ../exp/tables/accuracy.md -->\nmine\n<!-- /table -->\n")
+    before = sorted((p, p.read_bytes()) for p in user.rglob("*") if p.is_file())
+    monkeypatch.chdir(user)
+    study = realdata / "results"
+    assert main(["tables", str(tmp_path / "exp"), "--study", str(study)]) == 0
+    assert sorted((p, p.read_bytes()) for p in user.rglob("*") if p.is_file()) == before
+    assert (tmp_path / "exp" / "tables" / "accuracy.md").is_file()
+    # a results folder the user names is rebuilt as a whole, the study reference with it
+    assert main(["tables", "--results", str(tmp_path), "--study", str(study)]) == 0
+    assert (tmp_path / "study" / "study_reference.md").is_file()
+    assert main(["tables", "--results", str(tmp_path / "nope")]) == 2
+
+
 def test_the_readme_shows_the_generated_tables_verbatim():
     from vqa_r1.report.readme import synced
 
@@ -291,17 +317,19 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
 
 
 @pytest.mark.slow
-def test_committed_results_rebuild_byte_for_byte(monkeypatch, capsys):
+def test_committed_results_rebuild_byte_for_byte(monkeypatch, capsys, tmp_path, realdata):
     """Every committed table and plot under results/ (experiments, demos, the study's reference
     table, README's copies) is what `vqa-r1 tables` makes from the committed run directories."""
     from vqa_r1.cli import main
 
     repo = Path(__file__).resolve().parents[1]
-    monkeypatch.chdir(repo)
+    monkeypatch.chdir(tmp_path)  # the checkout's results/ and README.md, from any folder
     code = main(["tables", "--check"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "results/experiments/text-bias-tiny-qwen2.5-vl-pretrained: 18 files" in out
+    assert f"{repo}/results/experiments/text-bias-tiny-qwen2.5-vl-pretrained: 18 files" in out
+    assert f"{repo}/results/study: the study's published scores" in out
+    assert list(tmp_path.iterdir()) == []
     assert "missing" not in out
 
 
@@ -340,7 +368,7 @@ def test_tables_name_a_damaged_scores_file(text, message, tmp_path, capsys):
     bad.parent.mkdir(parents=True)
     bad.write_text(text)
     args = ["tables", "--results", str(tmp_path), "--study", str(tmp_path / "none")]
-    assert main([*args, "--readme", str(tmp_path / "none.md")]) == 2
+    assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {bad}: {message}") and "re-run its evaluation" in err, err
 

@@ -15,8 +15,11 @@ from vqa_r1.report.readme import sync_document
 from vqa_r1.report.study import write_study_table
 
 STUDY_ENV = "VQA_R1_STUDY_RESULTS"
+# the checkout this package runs from: its results/ and README.md are the defaults, never the
+# current folder's (a user's ./results or ./README.md are not ours to rewrite)
+CHECKOUT = Path(__file__).resolve().parents[3]
 # the published study's scores.json files, where the repository's shared data keeps them
-DEFAULT_STUDY = Path(__file__).resolve().parents[3].parent / "shared/realdata/vlm_r1_vsr/results"
+DEFAULT_STUDY = CHECKOUT.parent / "shared/realdata/vlm_r1_vsr/results"
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
@@ -25,7 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         nargs="*",
         help="experiment folders (default: every folder with experiment.json under --results)",
     )
-    parser.add_argument("--results", default="results", help="results folder (default: results)")
+    parser.add_argument(
+        "--results",
+        default=None,
+        help="results folder whose experiments, study reference table (study/) and README copies "
+        f"are rebuilt (default: the checkout's, {CHECKOUT / 'results'}; with FOLDERS and no "
+        "--results only those folders are rebuilt)",
+    )
     parser.add_argument(
         "--study",
         default=None,
@@ -34,9 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     )
     parser.add_argument(
         "--readme",
-        default="README.md",
+        default=None,
         help="document whose table blocks (<!-- table: PATH -->) are rewritten from the table "
-        "files (default: README.md, skipped when absent)",
+        "files (default: the checkout's README.md when its results/ is rebuilt)",
     )
     parser.add_argument(
         "--check",
@@ -63,8 +72,30 @@ def _rebuilt(folder: Path, patterns: tuple[str, ...], build) -> tuple[list[str],
     return sorted(k for k, v in after.items() if before.get(k) != v), result
 
 
+def _results(args: argparse.Namespace) -> Path | None:
+    """The results folder rebuilt as a whole (study reference, README copies), or None when only
+    the named experiment folders are."""
+    if args.results is not None:
+        return Path(args.results)
+    if args.folders:
+        return None
+    if not (CHECKOUT / "results").is_dir():
+        raise UserError(
+            f"no results folder at {CHECKOUT / 'results'} (vqa-r1 installed outside a checkout): "
+            "name one with --results DIR, or experiment folders"
+        )
+    return CHECKOUT / "results"
+
+
 def run(args: argparse.Namespace) -> int:
-    results = Path(args.results)
+    results = _results(args)
+    if results is not None and not results.is_dir():
+        raise UserError(f"--results {results}: no such folder")
+    readme = Path(args.readme) if args.readme else None
+    if readme is None and results == CHECKOUT / "results":
+        readme = CHECKOUT / "README.md"
+    if readme is not None and not readme.is_file():
+        raise UserError(f"--readme {readme}: no such file")
     folders = [Path(f) for f in args.folders] or sorted(
         p.parent for p in results.rglob(EXPERIMENT_FILE)
     )
@@ -79,15 +110,16 @@ def run(args: argparse.Namespace) -> int:
         note = f", {missing} row(s) missing (not evaluated yet, or failed)" if missing else ""
         print(f"{folder}: {len(report['written'])} files{note}")
     study = Path(args.study or os.environ.get(STUDY_ENV) or DEFAULT_STUDY)
-    if study.exists():
+    if results is None:
+        pass  # only the named folders: nothing is written outside them
+    elif study.exists():
         out = results / "study"
         files, paths = _rebuilt(out, ("*",), lambda: write_study_table(study, out))
         changed += files
         print(f"{out}: the study's published scores ({study}), {len(paths)} files")
     else:
         print(f"note: no study results at {study}; reference table skipped (--study DIR)")
-    readme = Path(args.readme)
-    if readme.is_file() and sync_document(readme):
+    if readme is not None and sync_document(readme):
         changed.append(str(readme))
     if args.check and changed:
         print("changed by the rebuild:\n  " + "\n  ".join(changed))
