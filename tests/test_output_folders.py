@@ -546,8 +546,20 @@ def test_a_refused_local_gpu_job_writes_nothing(tmp_path, capsys):
         pytest.skip("this machine can run the GPU job")
     run = tmp_path / "run"
     code = launch("sft", "--executor", "local", "--gpus", "1", "--output-dir", run)
-    assert code == 2, capsys.readouterr().err
+    assert_refused(code, capsys, "CUDA")
     assert not run.exists()
+    # a launch's own folder too (issue 30, item 7): no claim is left to refuse the corrected
+    # command as "a run with other settings"
+    for argv in (
+        ["pipeline", "--model", "tiny-qwen2.5-vl", "--steps", "sft,evaluate"],
+        ["experiment", "counting", "--model", "tiny-qwen2.5-vl"],
+    ):
+        root = tmp_path / argv[0]
+        assert_refused(
+            launch(*argv, "--executor", "local", "--gpus", "1", "--output-dir", root), capsys,
+            "CUDA",
+        )  # fmt: skip
+        assert not root.exists()
 
 
 def test_a_refused_sbatch_leaves_nothing(tmp_path, monkeypatch, capsys):

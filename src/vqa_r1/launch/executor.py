@@ -203,10 +203,7 @@ def execute(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
         )
         return Outcome(0, "none", states={s.name: "DONE EARLIER" for s in graph.steps},
                        nothing_to_do=True)  # fmt: skip
-    if kind == "slurm":  # the profile's limits refuse a step now, before any folder is written
-        for step in graph.steps:
-            if not step.done:
-                slurm_parameters(step.request)
+    check_before_writing(graph, kind)
     new = not graph.root.exists()
     if graph.claim is None:  # one run: its job claims and locks its folder; nothing to prepare
         return _run(graph, kind, command, no_wait, new)
@@ -217,6 +214,20 @@ def execute(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
         for prep in graph.prepare:
             prep.make()
         return _run(graph, kind, command, no_wait, new)
+
+
+def check_before_writing(graph: Graph, kind: str) -> None:
+    """What only the mode knows, for every step still to run, before any folder is written: the
+    cluster profile's limits (SLURM), or GPUs this machine can use (a local job runs here)."""
+    from vqa_r1.launch.cuda_check import require_usable_cuda
+
+    for step in graph.steps:
+        if step.done:
+            continue
+        if kind == "slurm":
+            slurm_parameters(step.request)
+        elif kind == "local" and step.request.task.uses_cuda:
+            require_usable_cuda(step.request.resources.gpus)
 
 
 def _run(graph: Graph, kind: str, command: str, no_wait: bool, new: bool) -> Outcome:
@@ -256,11 +267,8 @@ def outcome(code: int, kind: str, runs: dict[str, StepRun], **fields: Any) -> Ou
 def submit(request: JobRequest, kind: str, log_dir: Path, waits: dict | None = None) -> Any:
     """Submit one request (``waits``: its dependency on jobs submitted before); its folder is
     written (claimed, config.yaml, the code snapshot, jobs/) only now that every check has
-    passed, and what this call wrote is removed again when sbatch refuses the job."""
-    from vqa_r1.launch.cuda_check import require_usable_cuda
-
-    if kind == "local" and request.task.uses_cuda:
-        require_usable_cuda(request.resources.gpus)  # the job would run here: say so now
+    passed (execute's check_before_writing among them), and what this call wrote is removed
+    again when sbatch refuses the job."""
     params = slurm_parameters(request, waits) if kind == "slurm" else local_parameters(request)
     run_dir = Path(request.task.run_dir)
     existed = run_dir.exists()
