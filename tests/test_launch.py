@@ -50,6 +50,19 @@ def test_grpo_3b_dry_run_requests_a_gpu_and_carries_the_recipe():
     assert not Path("/tmp/vqa-r1-dry").exists()  # a dry run writes nothing
 
 
+def test_the_launchers_help_names_every_declared_experiment():
+    """`slurm/launch.py --help` (issue 30, item 10): every spec under experiments/specs, and
+    each job verb's line in plain English."""
+    from vqa_r1.experiments.spec import list_specs
+
+    out = launch("--help")
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())  # argparse wraps the lines
+    assert f"a declared study ({', '.join(list_specs())}) as a job chain" in text
+    assert len(list_specs()) == 7
+    assert "submit an evaluation job" in text and "submit a evaluate" not in text
+
+
 def test_dry_run_with_overrides_and_cluster_profile():
     out = launch(
         "sft",

@@ -1,4 +1,4 @@
-"""`python slurm/launch.py <verb>`: submit sft / grpo / evaluate / judge as jobs (SLURM or local).
+"""`python slurm/launch.py <verb>`: run the suite's jobs (SLURM, local or in process) and follow them.
 
 The same verbs as `vqa-r1`, the same recipes and overrides; in addition the resources (`--gpus`,
 `--nodes`, `--time`), the cluster profile and the executor. `--dry-run` prints the job script and
@@ -35,6 +35,7 @@ from vqa_r1.cli.common import (
     run_spec,
 )
 from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args
+from vqa_r1.experiments.spec import list_specs
 from vqa_r1.judge.job import server_setup_lines
 from vqa_r1.launch import build, executor
 from vqa_r1.launch import monitor as m
@@ -47,6 +48,14 @@ JOB_VERBS = ("sft", "grpo", "evaluate", "judge")
 MONITOR_VERBS = ("status", "logs", "cancel")
 
 
+JOB_HELP = {
+    "sft": "submit an SFT job",
+    "grpo": "submit a GRPO job",
+    "evaluate": "submit an evaluation job",
+    "judge": "submit an LLM-judge job",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slurm/launch.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -54,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         # judge has a --dry-run of its own (a cost estimate); here the launcher's meaning wins
         p = sub.add_parser(
             verb,
-            help=f"submit a {verb} job",
+            help=JOB_HELP[verb],
             conflict_handler="resolve",
             formatter_class=argparse.RawDescriptionHelpFormatter,  # the key list, one per line
         )
@@ -109,7 +118,7 @@ def add_chain_and_monitor_verbs(sub) -> None:
     add_job_arguments(p)
     p = sub.add_parser(
         "experiment",
-        help="a declared study (text-bias, sim2real, drivingvqa, prompt-tuning) as a job chain",
+        help=f"a declared study ({', '.join(list_specs())}) as a job chain",
         description="Run a declared experiment (src/vqa_r1/experiments/specs/NAME.yaml) as a "
         "chain of jobs ending in its tables and plots. Re-launching the same command skips the "
         "steps that are complete.",
