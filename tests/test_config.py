@@ -19,7 +19,7 @@ def test_study_grpo_recipe_for_3b():
 
 def test_overrides_are_typed_by_their_field():
     c = load_config(
-        "sft",
+        "grpo",
         "tiny-smolvlm",
         overrides=[
             "train.learning_rate=3e-4",

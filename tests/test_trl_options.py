@@ -135,6 +135,25 @@ def test_a_grpo_field_on_sft_is_refused_with_the_hint(tmp_path):
     assert "grpo:train.epsilon_high=" in line
 
 
+@pytest.mark.parametrize(
+    "item", ["train.dynamic_sampling=true", "train.num_generations=4", "train.beta=0.1"]
+)
+def test_a_grpo_key_of_ours_on_sft_is_refused_like_trls(item, tmp_path):
+    """Issue 30, item 8: our GRPO-only keys typed for an sft run did nothing, silently; now the
+    same rule and hint as TRL's GRPOConfig fields, for `vqa-r1 sft` and the launcher, and a
+    pipeline still takes them for its grpo step."""
+    key = item.split("=")[0]
+    argv = [*MODEL, "--set", item, "--output-dir", str(tmp_path / "run")]
+    for out in (_run([*LAUNCH, "sft", *argv, "--dry-run"]), _run([*VQA, "sft", *argv])):
+        line = _error(out)
+        assert f"{key} is a GRPO setting: sft runs do not use it" in line
+        assert f"--set grpo:{key}=..." in line
+    assert not (tmp_path / "run").exists()
+    out = _run([*LAUNCH, "pipeline", *MODEL, "--steps", "sft,grpo", "--set", f"grpo:{item}",
+                "--dry-run", "--output-dir", str(tmp_path / "p")])  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+
 def test_a_pipeline_gives_a_grpo_field_to_its_grpo_step_only(tmp_path):
     out = _run([*LAUNCH, "pipeline", *MODEL, "--steps", "sft,grpo", "--set",
                 "grpo:train.epsilon_high=0.28", "--dry-run", "--output-dir",

@@ -306,6 +306,29 @@ class RunConfig:
         return to_dict(self)
 
 
+# our train keys that only a GRPO run reads: typed for an sft run they would do nothing, so they
+# are refused there like TRL's GRPOConfig-only fields (trl_options.check_verb), with the same hint
+GRPO_ONLY = (
+    "num_generations", "max_completion_length", "beta", "loss_type", "temperature",
+    "scale_rewards", "reward_funcs", "reward_weights", "use_vllm", "vllm_mode",
+    "vllm_gpu_memory_utilization", "vllm_max_model_length", "vllm_tensor_parallel_size",
+    "dynamic_sampling", "dynamic_sampling_max_rounds",
+)  # fmt: skip
+
+
+def refuse_grpo_only(verb: str, typed: dict[str, str]) -> None:
+    """``typed``: each key's source; the keys the command itself set (``--set``, an argument)
+    that an sft run ignores are an error (a recipe's shared part may set them for its GRPO runs)."""
+    if verb != "sft":
+        return
+    for key in GRPO_ONLY:
+        if typed.get(f"train.{key}") in ("--set", "argument"):
+            raise UserError(
+                f"train.{key} is a GRPO setting: sft runs do not use it (in an experiment or "
+                f"pipeline, set it for the grpo runs only: --set grpo:train.{key}=...)"
+            )
+
+
 def check_values(config: RunConfig) -> None:
     """Checks of values that need nothing but the config (types and choices are checked on load)."""
     t = config.train

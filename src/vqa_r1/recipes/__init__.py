@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.answers import check_rule
-from vqa_r1.config import DataConfig, RunConfig, check_values
+from vqa_r1.config import DataConfig, RunConfig, check_values, refuse_grpo_only
 from vqa_r1.errors import UserError
 from vqa_r1.models.adapters import check_image_options
 from vqa_r1.models.registry import MODELS, ModelSpec, get_spec
@@ -209,6 +209,7 @@ def resolve_with_sources(
         _note_sources(sources, layer.data, layer.source)
     config.model.name, config.verb = model, verb
     sources["model.name"], sources["verb"] = "--model", "--verb"
+    refuse_grpo_only(verb, sources)
     check(config)
     return config, sources
 
