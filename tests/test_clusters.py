@@ -159,7 +159,7 @@ def test_errors_name_file_and_field(profiles_dir: Path, text: str, field: str, h
 
 def test_unknown_field_is_named(profiles_dir: Path) -> None:
     path = write_profile(profiles_dir, "typo", "gpus_per_nodes: 2\n")
-    with pytest.raises(UserError, match=rf"unknown key '{path}: gpus_per_nodes'; valid keys"):
+    with pytest.raises(UserError, match=rf"{path}: unknown key 'gpus_per_nodes'; valid keys"):
         load_cluster("typo")
 
 

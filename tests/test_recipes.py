@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_in_process
 
+from vqa_r1.cli import main as cli_main
 from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError
 from vqa_r1.models.registry import MODELS, ModelSpec
@@ -151,8 +153,15 @@ def test_a_recipe_file_applies_on_the_models_recipe(tmp_path):
     with pytest.raises(UserError, match="grpo: expected a mapping"):
         load_config("grpo", "tiny-qwen2.5-vl", recipe=str(patch))
     patch.write_text("grpo:\n  train: {lr: 1}\n")
-    with pytest.raises(UserError, match=r"unknown key '.*patch.yaml: grpo.train.lr'"):
+    with pytest.raises(UserError, match=r"patch.yaml: unknown key 'grpo.train.lr'"):
         load_config("grpo", "tiny-qwen2.5-vl", recipe=str(patch))
+    # as a user types it (issue 30, item 10): the file, then the key as written in it, for our
+    # keys and TRL's alike
+    patch.write_text("train:\n  max_step: 5\nlora:\n  rr: 4\n")
+    out = run_in_process(cli_main, ["sft", "--model", "tiny-qwen2.5-vl", "--recipe", str(patch)])
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"error: {patch}: unknown key 'train.max_step': "), out.stderr
+    assert "did you mean max_steps?" in out.stderr
 
 
 # --------------------------------------------------------------------- `vqa-r1 config --verb`

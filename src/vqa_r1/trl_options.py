@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
-from vqa_r1.typed_config import _Raw, coerce
+from vqa_r1.typed_config import _Raw, coerce, unknown_key_text
 
 # Fields the suite sets itself: refused as train keys, with the reason (a name that no TRL class
 # has in this version is harmless here).
@@ -171,7 +171,7 @@ def typed_value(key: str, value: Any, where: str, ours: typing.Iterable[str]) ->
         raise UserError(f"{where}: set by the suite, not by a recipe: {reason}")
     if key not in field_names("any"):
         raise UserError(
-            f"unknown key {where!r}: neither one of ours nor a field of TRL's GRPOConfig or "
+            f"{unknown_key_text(where)}: neither one of ours nor a field of TRL's GRPOConfig or "
             f"SFTConfig (`vqa-r1 config --verb grpo --trl-options` lists them)"
             f"{suggest(key, [*ours, *field_names('any')])}"
         )

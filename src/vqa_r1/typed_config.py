@@ -66,12 +66,19 @@ def further_field(cls: type) -> dataclasses.Field | None:
     return None
 
 
+def unknown_key_text(path: str) -> str:
+    """``unknown key 'train.x'``, after the file that holds it when ``path`` names one
+    (``recipe.yaml: train.x``): the file is where to look, the key what to fix."""
+    where, sep, key = path.rpartition(": ")
+    return f"{where}: unknown key {key!r}" if sep else f"unknown key {path!r}"
+
+
 def unknown_key(path: str, key: str, names: Any) -> UserError:
     """The error of an unknown key: its path, the closest valid name, and the valid names."""
     names = sorted(names)
     close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
-    return UserError(f"unknown key {path!r}; valid keys here: {', '.join(names)}{hint}")
+    return UserError(f"{unknown_key_text(path)}; valid keys here: {', '.join(names)}{hint}")
 
 
 # ------------------------------------------------------------------------------------ YAML
