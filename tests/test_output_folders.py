@@ -307,8 +307,11 @@ def test_judge(tmp_path, capsys):
     out = tmp_path / "checks.json"
     assert vqa(*args, "--out", out) == 0
     done = (out.read_bytes(), out.stat().st_mtime_ns)
+    capsys.readouterr()
     assert vqa(*args, "--out", out) == 0
-    assert "is complete with these settings" in capsys.readouterr().out
+    seen = capsys.readouterr()
+    assert "is complete with these settings" in seen.out
+    assert (seen.out + seen.err).count("nothing to do") == 1  # said once (issue 30, item 10)
     assert (out.read_bytes(), out.stat().st_mtime_ns) == done
     assert_refused(vqa(*args, "--limit", "1", "--out", out), capsys, "other settings")
 

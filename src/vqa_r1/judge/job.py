@@ -334,7 +334,6 @@ def run_job(config: JudgeJobConfig) -> int:
             config.out, "judge", judge_settings(config), config.overwrite
         ) as state:
             if state == claims.COMPLETE:
-                log.info("%s: complete with these settings: nothing to do", config.out)
                 print(f"judge: {config.out} is complete with these settings: nothing to do")
                 return 0
             if config.backend == "heuristic":
