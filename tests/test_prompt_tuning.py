@@ -197,9 +197,18 @@ def test_cli_run_writes_adapter_and_scores_and_resumes(tmp_path, capsys):
     common += ["--set", "train.max_steps=4", "--set", "train.save_steps=2"]
 
     whole = tmp_path / "whole"
+    capsys.readouterr()
     assert _cli(*common, "--output-dir", str(whole)) == 0
     assert (whole / "final" / "adapter_config.json").exists()
     scores = json.loads((whole / "eval" / "scores.json").read_text())
+    low, high = scores["accuracy_ci_95"]
+    printed = capsys.readouterr().out.splitlines()  # a line a person reads, not a dict (#30)
+    assert printed[-2:] == [
+        f"prompt-tune: answer prompt on tiny-qwen2.5-vl-pretrained, validation split: accuracy "
+        f"{scores['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}) on 8 items; format rate not "
+        "scored in answer mode",
+        f"scores in {whole}/eval",
+    ]
     assert keys <= set(scores)
     assert scores["n"] == 8 and scores["mode"] == "answer" and scores["format_rate"] is None
     assert scores["split"] == "validation"

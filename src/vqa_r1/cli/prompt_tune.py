@@ -4,7 +4,6 @@ this process (a one-step graph of the one builder and executor)."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, run_inprocess
 from vqa_r1.logging_setup import setup_logging
@@ -63,22 +62,20 @@ def run(args: argparse.Namespace) -> int:
         step = scores["training"]["global_step"]
         print(f"prompt-tune stopped after {step} steps; run again to resume")
         return 0
-    print(
-        json.dumps(
-            {
-                k: scores.get(k)
-                for k in (
-                    "mode",
-                    "model",
-                    "split",
-                    "accuracy",
-                    "accuracy_ci_95",
-                    "n",
-                    "format_rate",
-                )
-            }
-        )
-    )
+    print(summary(scores, base=args.base))
     where = args.output_dir if args.base else f"{args.output_dir}/eval"
     print(f"scores in {where}")
     return 0
+
+
+def summary(scores: dict, base: bool) -> str:
+    """One line a person reads (the numbers themselves are in scores.json)."""
+    what = "no prompt (base)" if base else f"{scores.get('mode')} prompt"
+    ci = scores.get("accuracy_ci_95")
+    interval = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
+    fmt = scores.get("format_rate")
+    rate = "not scored in answer mode" if fmt is None else f"{fmt:.3f}"
+    return (
+        f"prompt-tune: {what} on {scores.get('model')}, {scores.get('split')} split: accuracy "
+        f"{scores['accuracy']:.3f}{interval} on {scores.get('n')} items; format rate {rate}"
+    )
