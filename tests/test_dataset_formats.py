@@ -136,10 +136,11 @@ def test_a_killed_conversion_leaves_no_cache(vsr_release, monkeypatch):
 
 def test_missing_images_leave_no_cache_and_are_found_once_in_place(vsr_release):
     """A release converted before its images arrive: no cache is kept, the message counts
-    distinct images (7 rows name 2 pictures) and says where VSR's images come from."""
+    distinct images and the rows that name the missing one (7 rows name 2 pictures, 2 of them
+    the missing one; issue 30, item 10) and says where VSR's images come from."""
     image = vsr_release / "images" / "000000050403.jpg"
     image.unlink()
-    with pytest.raises(UserError, match=r"1 of 2 distinct images \(7 rows\)") as err:
+    with pytest.raises(UserError, match=r"1 of 2 distinct images \(2 of 7 rows\)") as err:
         load_split(vsr_release, "validation")
     assert "COCO" in str(err.value) and str(vsr_release / "images") in str(err.value)
     assert not list((vsr_release / formats.CACHE_DIR).glob("*/hf"))
@@ -250,7 +251,7 @@ def test_rel3d_without_renders_names_data_raw_not_coco(tmp_path):
     from release_folders import rel3d_release
 
     root = rel3d_release(tmp_path / "Rel3D", n_per_relation=4, images=False)
-    with pytest.raises(UserError, match=r"5 of 5 distinct images \(56 rows\)") as err:
+    with pytest.raises(UserError, match=r"5 of 5 distinct images \(56 of 56 rows\)") as err:
         load_split(root, "train")
     assert "download.sh data_raw" in str(err.value) and "COCO" not in str(err.value)
     assert not list((root / formats.CACHE_DIR).glob("*/hf"))

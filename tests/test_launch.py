@@ -328,7 +328,8 @@ def test_dataset_images_are_checked_before_anything_is_queued(tmp_path, verb):
     )  # fmt: skip
     assert out.returncode == 2, out.stdout[-500:]
     assert (
-        f"{data} [train]: 2 of 6 distinct images (6 rows) are missing or unreadable" in out.stderr
+        f"{data} [train]: 2 of 6 distinct images (2 of 6 rows) are missing or unreadable"
+        in out.stderr
     )
     assert str(paths[0]) in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()

@@ -25,30 +25,37 @@ def check_image_paths(paths: Iterable[str], where: str, hint: str = DEFAULT_HINT
     from PIL import Image
 
     rows = 0
-    distinct: dict[str, None] = {}
+    distinct: dict[str, int] = {}  # each image, and how many rows name it
     for p in paths:
         rows += 1
-        distinct.setdefault(str(p))
+        distinct[str(p)] = distinct.get(str(p), 0) + 1
     bad: list[str] = []
-    huge: list[str] = []
+    huge: dict[str, str] = {}  # image -> PIL's message
     for p in distinct:
         try:
             with Image.open(p) as img:
                 img.verify()  # reads the file through: a truncated or corrupt image fails here
         except Image.DecompressionBombError as err:
-            huge.append(f"{p} ({err})")
+            huge[p] = str(err)
         except Exception:
             bad.append(p)
-    counted = f"{len(distinct)} distinct images ({rows} rows)"
+
+    def counted(failed: Iterable[str]) -> str:  # the rows counted are those naming a failed image
+        failed = list(failed)
+        named = sum(distinct[f] for f in failed)
+        return f"{len(failed)} of {len(distinct)} distinct images ({named} of {rows} rows)"
+
     if bad:
         raise UserError(
-            f"{where}: {len(bad)} of {counted} are missing or unreadable, e.g. "
+            f"{where}: {counted(bad)} are missing or unreadable, e.g. "
             f"{', '.join(bad[:3])}. {hint}; nothing is silently skipped."
         )
     if huge:
         limit = Image.MAX_IMAGE_PIXELS
+        first = next(iter(huge))
         raise UserError(
-            f"{where}: {len(huge)} of {counted} are larger than PIL's limit of {limit} pixels "
+            f"{where}: {counted(huge)} are larger than PIL's limit of {limit} pixels "
             f"(PIL.Image.MAX_IMAGE_PIXELS, twice that is refused as a possible decompression "
-            f"bomb), e.g. {huge[0]}. Downscale them (the models see far fewer pixels anyway)."
+            f"bomb), e.g. {first} ({huge[first]}). Downscale them (the models see far fewer "
+            "pixels anyway)."
         )
