@@ -146,6 +146,43 @@ def test_a_chain_step_recorded_running_shows_how_its_run_ended(tmp_path):
     assert "pipeline STOPPED: step sft ended INTERRUPTED" in report, report
 
 
+@pytest.mark.parametrize("entry", ["vqa-r1", "slurm/launch.py"])
+def test_a_full_disk_is_one_line_on_the_console_and_a_failed_exit(entry, tmp_path, monkeypatch):
+    """Issue 30, item 5: `vqa-r1 sft` and the launcher on a full disk print the line status.json
+    holds, exit 1, no traceback: torch's own write failure (a checkpoint file that takes no
+    byte, /dev/full) and an OSError ENOSPC."""
+    import torch
+    from cli_helpers import run_in_process
+
+    from vqa_r1.cli import main
+    from vqa_r1.cli.launch import main as launch_main
+    from vqa_r1.train import runner
+
+    def torch_write(config, *args, **kwargs):
+        target = Path(config.output_dir) / "checkpoint-1.pt"
+        target.symlink_to("/dev/full")  # every write fails with ENOSPC
+        torch.save({"w": torch.zeros(1000)}, str(target))
+
+    def os_write(config, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", f"{config.output_dir}/final/x")
+
+    for name, fake, words in (
+        ("torch", torch_write, "is the disk full or over quota?"),
+        ("os", os_write, "no space left on device writing under"),
+    ):
+        monkeypatch.setattr(runner, "train", fake)
+        run = tmp_path / f"{entry[:6]}-{name}"
+        argv = ["sft", "--model", "tiny-qwen2.5-vl", "--output-dir", str(run)]
+        if entry == "vqa-r1":
+            out = run_in_process(main, argv)
+        else:
+            out = run_in_process(launch_main, [*argv, "--executor", "inprocess"])
+        errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert len(errors) == 1 and words in errors[0], out.stderr
+        assert "--output-dir, then run the same command" in errors[0] or "quota" in errors[0]
+
+
 def test_in_process_verbs_record_their_failure(tmp_path, monkeypatch):
     """`vqa-r1 prompt-tune` writes status.json RUNNING itself; a failure must not leave it so."""
     from vqa_r1.cli import main

@@ -219,6 +219,17 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _disk_full(err: BaseException) -> bool:
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "no space left on device" in str(err).lower() or "StorageFull" in str(err)
+
+
+def write_failed(err: BaseException) -> bool:
+    """A full disk or quota, however the writer reported it (failure_reason's cases)."""
+    return _disk_full(err) or any(marker in str(err) for marker in _TORCH_WRITE_FAILED)
+
+
 def failure_reason(err: BaseException, where: str | Path) -> str:
     """One line for a run that failed with ``err`` while writing under ``where``.
 
@@ -232,8 +243,7 @@ def failure_reason(err: BaseException, where: str | Path) -> str:
     else:
         line = f"{type(err).__name__}: {first}" if first else type(err).__name__
     where = Path(where)
-    full = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
-    full = full or "no space left on device" in str(err).lower() or "StorageFull" in str(err)
+    full = _disk_full(err)
     torch_write = any(marker in str(err) for marker in _TORCH_WRITE_FAILED)
     if not (full or torch_write):
         return line[:500]

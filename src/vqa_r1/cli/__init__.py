@@ -73,7 +73,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    return exit_status(lambda: args._run(args))
+    where = getattr(args, "output_dir", None) or getattr(args, "out", None)
+    return exit_status(lambda: args._run(args), where=str(where) if where else None)
 
 
 if __name__ == "__main__":

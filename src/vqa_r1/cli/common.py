@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from vqa_r1.config import RunConfig
 from vqa_r1.errors import UserError, unwritable_message
+from vqa_r1.run_dir import failure_reason, write_failed
 from vqa_r1.typed_config import help_text
 
 if TYPE_CHECKING:  # the launcher's builder imports half the package: `vqa-r1 data` needs none
@@ -206,9 +207,11 @@ def run_spec(args: argparse.Namespace, verb: str) -> RunSpec:
     )
 
 
-def exit_status(run: Callable[[], int | None]) -> int:
+def exit_status(run: Callable[[], int | None], where: str | None = None) -> int:
     """``run``'s exit status; bad input and an unwritable folder are one line on stderr (2), a
-    reader that left (`... | head`) is no error of ours (0)."""
+    reader that left (`... | head`) is no error of ours (0), a full disk one line naming where
+    and what to do (1; the run's status.json holds the same line). ``where``: the command's
+    output folder, where a write that says nothing of its path was going."""
     try:
         return int(run() or 0)
     except UserError as err:
@@ -218,7 +221,15 @@ def exit_status(run: Callable[[], int | None]) -> int:
         sys.stderr.close()
         return 0
     except OSError as err:  # a read-only output folder: one line, not a traceback
-        if (message := unwritable_message(err)) is None:
+        if (message := unwritable_message(err)) is not None:
+            print(f"error: {message}", file=sys.stderr)
+            return 2
+        if not write_failed(err):
             raise
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+        print(f"error: {failure_reason(err, where or '.')}", file=sys.stderr)
+        return 1
+    except RuntimeError as err:  # torch's write assertion on a full disk
+        if not write_failed(err):
+            raise
+        print(f"error: {failure_reason(err, where or '.')}", file=sys.stderr)
+        return 1

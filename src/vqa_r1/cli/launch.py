@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     command = shlex.join(["slurm/launch.py", *argv])
-    return exit_status(lambda: run_command(args, command))
+    where = getattr(args, "output_dir", None)
+    return exit_status(lambda: run_command(args, command), where=where)
 
 
 def run_command(args: argparse.Namespace, command: str) -> int:
