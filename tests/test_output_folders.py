@@ -563,6 +563,14 @@ def test_a_refused_local_gpu_job_writes_nothing(tmp_path, capsys):
             "CUDA",
         )  # fmt: skip
         assert not root.exists()
+    # in process, a model.device of cuda: refused before the claim, then the corrected command
+    # runs in the same folder
+    run = tmp_path / "eval"
+    argv = ["evaluate", "--model", "tiny-qwen2.5-vl", "--limit", "2", "--output-dir", run]
+    assert_refused(vqa(*argv, "--set", "model.device=cuda"), capsys, "model.device=cuda")
+    assert not run.exists()
+    assert vqa(*argv, "--set", "model.device=cpu") == 0, capsys.readouterr().err
+    assert (run / "scores.json").is_file()
 
 
 def test_a_refused_sbatch_leaves_nothing(tmp_path, monkeypatch, capsys):

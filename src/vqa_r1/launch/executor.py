@@ -218,16 +218,24 @@ def execute(graph: Graph, command: str, no_wait: bool = False) -> Outcome:
 
 def check_before_writing(graph: Graph, kind: str) -> None:
     """What only the mode knows, for every step still to run, before any folder is written: the
-    cluster profile's limits (SLURM), or GPUs this machine can use (a local job runs here)."""
+    cluster profile's limits (SLURM), or GPUs this machine can use (a local or in-process job
+    runs here: the GPUs it asked for, and a ``model.device`` of cuda)."""
     from vqa_r1.launch.cuda_check import require_usable_cuda
+    from vqa_r1.models.device import resolve_device
 
     for step in graph.steps:
         if step.done:
             continue
         if kind == "slurm":
             slurm_parameters(step.request)
-        elif kind == "local" and step.request.task.uses_cuda:
+            continue
+        if not step.request.task.uses_cuda:
+            continue
+        if kind == "local":
             require_usable_cuda(step.request.resources.gpus)
+        device = str(step.info.get("settings", {}).get("model.device", "auto"))
+        if device.startswith("cuda"):
+            resolve_device(device)
 
 
 def _run(graph: Graph, kind: str, command: str, no_wait: bool, new: bool) -> Outcome:
