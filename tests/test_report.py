@@ -129,6 +129,20 @@ def _titles(run_dir: Path) -> list[str]:
     return [p.title for p in _training_panels(load_metrics(run_dir / "metrics.jsonl"))]
 
 
+def test_a_finished_run_without_logged_steps_is_not_said_to_be_logging_yet(tmp_path):
+    """Issue 30, item 10: a complete short run (fewer steps than train.logging_steps) got a card
+    saying it had not logged yet; a running one still may."""
+    from vqa_r1.report.plots import no_curves_reason
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "status.json").write_text('{"state": "RUNNING"}')
+    assert no_curves_reason(run, []) == "no metrics.jsonl (the run has not logged yet)"
+    (run / "status.json").write_text('{"state": "COMPLETED"}')
+    assert no_curves_reason(run, []).startswith("the run completed without logging a training")
+    assert plot_training(run, tmp_path / "t.png").stat().st_size > 1000  # the card, an image
+
+
 @pytest.mark.parametrize("run", ["grpo", "sft"])
 def test_plot_training_on_demo_runs(run, tmp_path):
     run_dir = DEMO_RUNS / run

@@ -300,6 +300,23 @@ def _mark_alarms(ax: Axes, alarms: Sequence[dict], labels: bool = False) -> None
         )
 
 
+def no_curves_reason(run_dir: Path, records: list[dict]) -> str:
+    """Why a run has no training curves: a finished run is not waiting to log (its logging
+    interval was longer than the run), a running one may be."""
+    from vqa_r1.claims import is_complete
+
+    if records:
+        return f"{len(records)} logged steps, none with a known training metric"
+    if is_complete(run_dir):
+        return (
+            "the run completed without logging a training step (train.logging_steps is larger "
+            "than its number of steps)"
+        )
+    if not (run_dir / "metrics.jsonl").is_file():
+        return "no metrics.jsonl (the run has not logged yet)"
+    return "no logged steps yet in metrics.jsonl"
+
+
 def plot_training(run_dir: str | Path, png: str | Path) -> Path:
     """Training curves of one run from ``<run_dir>/metrics.jsonl`` into ``png``.
 
@@ -318,13 +335,7 @@ def plot_training(run_dir: str | Path, png: str | Path) -> Path:
     if health is not None:
         panels.insert(0, health)
     if not panels:
-        if not metrics.is_file():
-            reason = "no metrics.jsonl (the run has not logged yet)"
-        elif not records:
-            reason = "no logged steps yet in metrics.jsonl"
-        else:
-            reason = f"{len(records)} logged steps, none with a known training metric"
-        return _message_png(png, f"Run {title}", reason)
+        return _message_png(png, f"Run {title}", no_curves_reason(run_dir, records))
     columns = 2 if len(panels) > 1 else 1
     rows = math.ceil(len(panels) / columns)
     with _pinned_style():
