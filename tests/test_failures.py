@@ -118,6 +118,22 @@ def test_a_killed_run_is_not_shown_running(tmp_path):
     assert status(tmp_path)["pid"] == os.getpid()
 
 
+def test_a_relaunch_by_hand_is_a_start_not_a_requeue(tmp_path, capsys):
+    """Issue 30, item 10: `status` showed a run started twice by the same command as requeued
+    once. A requeue is what a SLURM-requeued task recorded; starts are shown as starts."""
+    from vqa_r1.cli.launch import main as launch_main
+
+    (tmp_path / "config.yaml").write_text("verb: sft\n")
+    RunDir(tmp_path).update_status(state="COMPLETED", starts=2, global_step=8)
+    assert launch_main(["status", str(tmp_path)]) == 0
+    line = capsys.readouterr().out
+    assert "requeues 0" in line and "starts 2" in line and "run COMPLETED" in line, line
+    RunDir(tmp_path).update_status(requeues=1, starts=3)  # one of them a requeue
+    assert launch_main(["status", str(tmp_path)]) == 0
+    line = capsys.readouterr().out
+    assert "requeues 1" in line and "starts 3" in line, line
+
+
 def test_any_running_state_names_its_process(tmp_path):
     """Every verb that writes RUNNING (training, merge, prompt tuning) goes through
     update_status: a process that wrote it and ended is shown DEAD."""

@@ -245,7 +245,8 @@ class JobStatus:
     elapsed: str = ""
     node: str = ""
     exit_code: str = ""
-    requeues: int | None = None
+    requeues: int | None = None  # SLURM's requeues (scontrol), or those the task recorded
+    starts: int | None = None  # how often the run started: requeues and re-launches alike
     run_state: str | None = None  # status.json
     last_step: int | None = None
     started: bool = True
@@ -260,6 +261,8 @@ class JobStatus:
             parts.append(f"node {self.node or '-'}")
             parts.append(f"exit {self.exit_code or '-'}")
         parts.append(f"requeues {self.requeues if self.requeues is not None else '-'}")
+        if self.starts is not None and self.starts > 1:
+            parts.append(f"starts {self.starts}")
         parts.append(f"run {self.run_state or '-'}")
         if self.last_step is not None:
             parts.append(f"step {self.last_step}")
@@ -282,6 +285,7 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
         "state": None,
         "step": None,
         "requeues": None,
+        "starts": None,
         "reason": None,
         "health": [],
     }
@@ -302,10 +306,10 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
                 "RUNNING: killed (SIGKILL, out of memory?); the same command resumes"
             )
     info["step"] = status.get("global_step")
-    if "requeues" in status:
-        info["requeues"] = status["requeues"]
-    elif status.get("starts"):
-        info["requeues"] = status["starts"] - 1
+    # a requeue is what a task recorded when SLURM requeued it; a start, any start: a manual
+    # re-launch of the same command is not a requeue (issue 30)
+    info["requeues"] = status.get("requeues", 0 if status.get("starts") else None)
+    info["starts"] = status.get("starts")
     records = read_jsonl(run_dir / "metrics.jsonl", missing_ok=True, partial_last_line=True)
     if records:  # a running job may be writing its last line
         info["step"] = records[-1].get("step", info["step"])
@@ -324,6 +328,7 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
         executor=executor,
         state="NOT SUBMITTED" if not job else "UNKNOWN",
         requeues=info["requeues"],
+        starts=info["starts"],
         run_state=info["state"],
         last_step=info["step"],
         run_dir=str(entry.run_dir) if entry.run_dir else None,
