@@ -135,7 +135,7 @@ def test_stats_usage_errors(tmp_path, capsys):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("sets: []\nroot: .\n", "unknown key '--config .*: root'; valid keys here: data_root, sets"),
+        ("sets: []\nroot: .\n", "--config .*: unknown key 'root'; valid keys here: data_root, sets"),
         ("data_root: .\n", "expected a mapping with a 'sets' list"),
         ("sets:\n  - {name: A, responses: {base: r.json}}\n", r"sets\[0\]: missing key\(s\) checks"),
         ("sets:\n  - {name: A, checks: c.json, responses: [r.json]}\n", r"sets\[0\]\.responses: expected a mapping"),
