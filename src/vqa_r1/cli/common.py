@@ -220,16 +220,11 @@ def exit_status(run: Callable[[], int | None], where: str | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return 0
-    except OSError as err:  # a read-only output folder: one line, not a traceback
-        if (message := unwritable_message(err)) is not None:
-            print(f"error: {message}", file=sys.stderr)
+    except (OSError, RuntimeError) as err:  # RuntimeError: torch's write assertion
+        if isinstance(err, OSError) and (message := unwritable_message(err)) is not None:
+            print(f"error: {message}", file=sys.stderr)  # a read-only output folder
             return 2
         if not write_failed(err):
             raise
-        print(f"error: {failure_reason(err, where or '.')}", file=sys.stderr)
-        return 1
-    except RuntimeError as err:  # torch's write assertion on a full disk
-        if not write_failed(err):
-            raise
-        print(f"error: {failure_reason(err, where or '.')}", file=sys.stderr)
+        print(f"error: {failure_reason(err, where or '.')}", file=sys.stderr)  # a full disk
         return 1
