@@ -332,6 +332,59 @@ def test_a_local_pipeline_relaunched_after_its_first_step_skips_it(tmp_path):
     assert "pipeline COMPLETED" in launch("status", str(root)).stdout
 
 
+def last_logged_step(run: Path) -> int:
+    try:
+        return json.loads((run / "metrics.jsonl").read_text().splitlines()[-1]).get("step", 0)
+    except (FileNotFoundError, IndexError, json.JSONDecodeError):
+        return 0
+
+
+@pytest.mark.slow
+def test_one_ctrl_c_through_the_launcher_checkpoints_at_the_next_step_and_resumes(tmp_path):
+    """A local job through the launcher, one Ctrl-C in the terminal at step ~22 with save_steps
+    20: the job checkpoints where it stopped (before, submitit's controller sent it a second
+    SIGINT and it stopped with checkpoint-20 the newest), the launcher says so in two lines
+    without a traceback and exits 130, and the same command resumes from that checkpoint."""
+    run = tmp_path / "sft"
+    args = [
+        "sft", *TINY, "--executor", "local", "--set", "train.max_steps=60",
+        "--set", "train.save_steps=20", "--set", "train.logging_steps=1", "--output-dir", str(run),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
+    first = subprocess.Popen(
+        [*LAUNCH, *args], cwd=REPO, env=env, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while last_logged_step(run) < 22:
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, last_logged_step(run)
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGINT)  # one Ctrl-C in the terminal: launcher, controller, job
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 130, out + err
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err, err
+    status = json.loads((run / "status.json").read_text())
+    stopped = status["global_step"]
+    assert status["state"] == "INTERRUPTED" and 22 <= stopped < 60, status
+    newest = max(int(c.name.split("-")[1]) for c in (run / "checkpoints").glob("checkpoint-*"))
+    assert newest == stopped, (newest, status)
+    assert err.splitlines() == [
+        "Ctrl-C: sft stops at its next step boundary with a checkpoint; waiting for it "
+        "(Ctrl-C again: stop now, without a checkpoint)",
+        f"sft interrupted: SIGINT at step {stopped}: checkpoint-{stopped} saved; the same command "
+        f"resumes (python slurm/launch.py status {run})",
+    ]
+    job_log = "".join(p.read_text() for p in (run / "jobs").glob("*_log.err"))
+    assert "SIGINT again" not in job_log, job_log[-2000:]
+
+    again = launch(*args, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "COMPLETED" and status["global_step"] == 60, status
+    assert status["resumed_from"].endswith(f"checkpoint-{stopped}"), status
+
+
 def test_a_pipeline_on_a_folder_that_is_no_dataset_is_refused_before_it_runs(tmp_path):
     empty = tmp_path / "not-a-dataset"
     empty.mkdir()

@@ -39,6 +39,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json
 from vqa_r1.launch.graph import Graph, Step, order
 from vqa_r1.launch.job_script import (
+    interrupt_local,
     local_parameters,
     make_executor,
     pick_executor,
@@ -46,6 +47,7 @@ from vqa_r1.launch.job_script import (
     script_text,
     slurm_parameters,
     snapshot_code,
+    submit_local,
     submit_to_slurm,
     wait_local,
 )
@@ -288,7 +290,7 @@ def submit(request: JobRequest, kind: str, log_dir: Path, waits: dict | None = N
             snapshot = snapshot_code(request.snapshot)
         log_dir.mkdir(parents=True, exist_ok=True)
         if kind != "slurm":
-            return make_executor(kind, log_dir, params).submit(request.task)
+            return submit_local(make_executor(kind, log_dir, params), request.task)
         return submit_to_slurm(make_executor(kind, log_dir, params), request)
     except UserError:  # sbatch refused: leave the folder as it was
         if not existed:
@@ -431,27 +433,26 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
         else:
             print(f"{position} {step.name}: local job {job.job_id}", flush=True)
         started = time.monotonic()
-        try:
-            result = wait_local(job)
-            run.seconds = round(time.monotonic() - started, 1)
-        except KeyboardInterrupt:  # the job got the Ctrl-C too, and records how it ended
-            run.state = "INTERRUPTED"
-            write_state(graph, runs, "local", command)
-            where = step.run_dir if single else graph.root
-            print(f"interrupted: see python slurm/launch.py status {where}", file=sys.stderr)
-            return outcome(130, "local", runs, jobs=jobs, results=results)
-        except Exception as err:  # the job's traceback is in its log: one line here
+        how, result = wait_through_ctrl_c(step.name, job)
+        run.seconds = round(time.monotonic() - started, 1)
+        if how == "failed":  # the job's traceback is in its log: one line here
             log = log_path(record, stderr=True)
-            reason = RunDir(step.run_dir).failure() or failure_reason(err)  # the job's own first
+            reason = RunDir(step.run_dir).failure() or failure_reason(result)  # the job's own first
             _failed(graph, step, run, reason, f"log: {log}", failed)
             write_state(graph, runs, "local", command)
             continue
-        results[step.name] = result
-        if isinstance(result, dict) and result.get("state") == "INTERRUPTED":
+        if how == "interrupted" or (
+            isinstance(result, dict) and result.get("state") == "INTERRUPTED"
+        ):
             run.state = "INTERRUPTED"
             write_state(graph, runs, "local", command)
-            print(f"{step.name} interrupted: {result.get('reason')}", file=sys.stderr)
+            said = result.get("reason") if isinstance(result, dict) else None
+            reason = said or _status(step.run_dir).get("reason") or "stopped by Ctrl-C"
+            where = step.run_dir if single else graph.root
+            print(f"{step.name} interrupted: {reason} (python slurm/launch.py status {where})",
+                  file=sys.stderr)  # fmt: skip
             return outcome(130, "local", runs, jobs=jobs, results=results)
+        results[step.name] = result
         run.state = "COMPLETED"
         write_state(graph, runs, "local", command)
         took = f" in {run.seconds:.0f} s"
@@ -461,6 +462,40 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
     if not single:
         print(local_verdict(graph, runs, failed))
     return outcome(1 if failed else 0, "local", runs, jobs=jobs, results=results)
+
+
+def wait_through_ctrl_c(name: str, job: Any) -> tuple[str, Any]:
+    """Wait for a local job: ("done", its result), ("failed", the error), or ("interrupted", its
+    result). A local job runs in a session of its own (job_script.py ``submit_local``): Ctrl-C
+    reaches this process only, which passes it on once; the job stops at its next step
+    boundary with a checkpoint, and this waits for that. A second Ctrl-C is passed on too (the
+    job stops at once, without a checkpoint) and this stops waiting."""
+    try:
+        return "done", wait_local(job)
+    except KeyboardInterrupt:
+        pass
+    except Exception as err:
+        return "failed", err
+    interrupt_local(job)
+    print(f"Ctrl-C: {name} stops at its next step boundary with a checkpoint; waiting for it "
+          "(Ctrl-C again: stop now, without a checkpoint)", file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        result = wait_local(job, poll_s=0.2)
+    except KeyboardInterrupt:
+        interrupt_local(job)
+        print(f"Ctrl-C again: {name} stops now, without a checkpoint", file=sys.stderr)
+        return "interrupted", None
+    except Exception:  # it stopped by raising KeyboardInterrupt: its status.json says how
+        return "interrupted", None
+    completed = isinstance(result, dict) and result.get("state") == "COMPLETED"
+    return ("done" if completed else "interrupted"), result
+
+
+def _status(run_dir: Path) -> dict:
+    try:
+        return RunDir(run_dir).status()
+    except (OSError, ValueError):
+        return {}
 
 
 def run_inprocess(graph: Graph, runs: dict[str, StepRun], command: str) -> Outcome:

@@ -8,12 +8,17 @@ submission alone knows comes as an argument: the job ids a step waits for (``dep
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
+import signal
+import subprocess
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from vqa_r1.errors import UserError
 from vqa_r1.launch.clusters import load_cluster, parse_slurm_time, to_submitit_params
@@ -209,8 +214,46 @@ def submit_to_slurm(executor: Any, request: JobRequest) -> Any:
         return executor.submit(request.task)
 
 
+def submit_local(executor: Any, task: Any) -> Any:
+    """Start a local job in a session of its own, out of reach of the terminal's Ctrl-C.
+
+    In the terminal's process group one Ctrl-C reached the launcher, submitit's controller and
+    the task at once, and the controller answered it by sending the task a second SIGINT (then
+    SIGKILL a second later): the task's "SIGINT again: stop now, without a checkpoint", losing
+    every step since the last save. Now the launcher alone gets it and passes it on once
+    (``interrupt_local``). submitit starts the controller with ``subprocess.Popen`` and takes
+    no option for it: the session is asked for on that one call."""
+    from submitit.local import local as submitit_local
+
+    new_session = types.SimpleNamespace(
+        Popen=functools.partial(subprocess.Popen, start_new_session=True)
+    )
+    with mock.patch.object(submitit_local, "subprocess", new_session):
+        return executor.submit(task)
+
+
+def interrupt_local(job: Any) -> bool:
+    """Send SIGINT to a local job's task processes (the children of submitit's controller, the
+    job's process), as the terminal's Ctrl-C would have. False when none is running."""
+    pid = int(job.job_id)
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    sent = False
+    for child in children:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(child), signal.SIGINT)
+            sent = True
+    if not sent:  # no /proc: the controller forwards SIGTERM, which a local task takes as Ctrl-C
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            sent = True
+    return sent
+
+
 def wait_local(job: Any, poll_s: float = 2.0) -> Any:
-    """Wait for a local job, echoing its log; the result or the job's own traceback."""
+    """Wait for a local job; the result or the job's own traceback."""
     while not job.done():
         time.sleep(poll_s)
     return job.result()
