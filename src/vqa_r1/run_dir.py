@@ -351,8 +351,26 @@ def _record_end(
         log.error("could not record %s in %s: %s", fields["state"], rd.status_file, err)
 
 
-def process_alive(pid: int, host: str | None) -> bool | None:
-    """Whether process ``pid`` of ``host`` still runs; None when this host cannot tell."""
+def process_started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat``), or None where
+    there is no /proc. With its pid it names one process: a pid is reused by the next one."""
+    stat = _proc_stat(pid)
+    return stat[1] if stat else None
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # the name in parentheses may hold spaces
+    return fields[0], int(fields[19])  # state (field 3), starttime (field 22)
+
+
+def process_alive(pid: int, host: str | None, started: int | None = None) -> bool | None:
+    """Whether process ``pid`` of ``host`` still runs; None when this host cannot tell. A zombie
+    (ended, not yet reaped) has ended; with ``started`` (``process_started`` when it was
+    recorded), a pid now used by another process is not the one recorded."""
     if host != socket.gethostname():
         return None
     try:
@@ -360,10 +378,27 @@ def process_alive(pid: int, host: str | None) -> bool | None:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True  # no /proc: the pid exists, which is all that can be known
+    if stat[0] == "Z":
+        return False
+    return started is None or stat[1] == started
+
+
+def process_identity(pid: int) -> dict[str, Any]:
+    """The fields that name one process of this host: its pid, host and start time."""
+    return {"pid": pid, "host": socket.gethostname(), "started": process_started(pid)}
+
+
+def identity_alive(identity: dict | None) -> bool | None:
+    """``process_alive`` of a recorded ``process_identity``; None when none was recorded."""
+    if not isinstance(identity, dict) or not identity.get("pid"):
+        return None
+    return process_alive(int(identity["pid"]), identity.get("host"), identity.get("started"))
 
 
 def this_process() -> dict[str, Any]:
     """The fields that let `status` tell a running run from a killed one."""
-    return {"pid": os.getpid(), "host": socket.gethostname()}
+    return process_identity(os.getpid())

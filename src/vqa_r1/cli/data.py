@@ -222,7 +222,7 @@ def data_config(dataset: str):
 
 
 def _bias(args: argparse.Namespace) -> int:
-    from vqa_r1.data.bias import build_biased_dataset, format_p
+    from vqa_r1.data.bias import format_p, plan_biased_dataset, write_biased_dataset
     from vqa_r1.data.datasets import dataset_dir
 
     source = args.source
@@ -242,19 +242,16 @@ def _bias(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "split": args.split,
     }
+    if claims.is_complete(args.out) and not args.overwrite:  # the same command again: reuse
+        if make_way_or_complete(args.out, "data bias", settings, args.overwrite, "--out"):
+            return 0
+    # a target these data cannot reach is refused before --out is claimed: nothing written
+    plan = plan_biased_dataset(source, args.kind, args.target, args.seed, args.split)
     if make_way_or_complete(args.out, "data bias", settings, args.overwrite, "--out"):
         return 0
     with claims.writing(args.out, "data bias", settings, "--out"):
         claims.remove_temporaries(args.out)
-        card = build_biased_dataset(
-            source,
-            args.out,
-            args.kind,
-            args.target,
-            args.seed,
-            args.split,
-            carry=(claims.MARKER, claims.LOCK),
-        )
+        card = write_biased_dataset(plan, args.out, carry=(claims.MARKER, claims.LOCK))
         claims.mark_complete(args.out)
     print(
         f"{card['kind']} bias of the {card['split']} split: {card['achieved']:.4f} "

@@ -28,6 +28,7 @@ the group, so the bias it reports is what any linear reader of that descriptor c
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -254,23 +255,38 @@ def build_biased_dataset(
     the split folder a converted source came from. A folder that already holds a complete build
     with the same parameters is reused as it is.
     """
-    from datasets import DatasetDict
-
-    from vqa_r1.data.datasets import load_split, open_dataset
-
-    if kind not in KINDS:
-        raise UserError(f"bias kind must be one of {', '.join(KINDS)}, got {kind!r}")
     source, out = Path(source).resolve(), Path(out)
     if inside(out, source) or inside(source, out):
         raise UserError(
             f"--out {out} is --source {source} or lies inside it (or holds it): writing there "
             "would replace the source's files; give another --out"
         )
-    params = _params(source, kind, target, seed, split)
-    card = _existing_card(out, params)
+    card = _existing_card(out, _params(source, kind, target, seed, split))
     if card is not None:
         return card
+    return write_biased_dataset(plan_biased_dataset(source, kind, target, seed, split), out, carry)
 
+
+@dataclass
+class BiasPlan:
+    """A biased dataset worked out and not yet written: its splits and its card. Planned before
+    the output folder is claimed (`vqa-r1 data bias`), so a target the data cannot reach is
+    refused with nothing written."""
+
+    splits: dict[str, Any]
+    card: dict
+
+
+def plan_biased_dataset(
+    source: str | Path, kind: str, target: float, seed: int = 0, split: str = "train"
+) -> BiasPlan:
+    """The rows to keep and the card (``build_biased_dataset``), writing nothing."""
+    from vqa_r1.data.datasets import load_split, open_dataset
+
+    if kind not in KINDS:
+        raise UserError(f"bias kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    source = Path(source).resolve()
+    params = _params(source, kind, target, seed, split)
     ds = load_split(source, split)
     if "solution" in ds.column_names:
         raise UserError(
@@ -326,11 +342,18 @@ def build_biased_dataset(
         "source_sizes": {split: len(ds)},
         "per_relation_label": _per_relation_label(biased),
     }
-    with atomic_dir(out, carry=carry) as tmp:
-        DatasetDict(splits).save_to_disk(str(tmp / "hf"))
-        (tmp / CARD).write_text(json.dumps(card, indent=2) + "\n")
-        (tmp / "README.md").write_text(_readme(card))
-    return card
+    return BiasPlan(splits, card)
+
+
+def write_biased_dataset(plan: BiasPlan, out: str | Path, carry: tuple[str, ...] = ()) -> dict:
+    """Write a planned biased dataset into ``out`` at once (``atomic_dir``); its card."""
+    from datasets import DatasetDict
+
+    with atomic_dir(Path(out), carry=carry) as tmp:
+        DatasetDict(plan.splits).save_to_disk(str(tmp / "hf"))
+        (tmp / CARD).write_text(json.dumps(plan.card, indent=2) + "\n")
+        (tmp / "README.md").write_text(_readme(plan.card))
+    return plan.card
 
 
 def _provenance(provenance: dict) -> dict:

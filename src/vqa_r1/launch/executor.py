@@ -51,10 +51,10 @@ from vqa_r1.launch.job_script import (
     submit_to_slurm,
     wait_local,
 )
-from vqa_r1.launch.monitor import STATE_FILE, log_path, record_job
+from vqa_r1.launch.monitor import STATE_FILE, log_path, record_job, run_info
 from vqa_r1.launch.request import JobRequest
 from vqa_r1.launch.sbatch_preview import render
-from vqa_r1.run_dir import UNHEALTHY, RunDir
+from vqa_r1.run_dir import UNHEALTHY, RunDir, process_identity, this_process
 
 # a job in one of these states is still the controller's: a re-launch keeps it (COMPLETING: it
 # ended but SLURM has not let go of it yet; submitting its step again would run it twice)
@@ -157,6 +157,8 @@ def write_state(
         "executor": executor,
         "command": command,
         "updated": now_iso(),
+        # the process running a local or in-process launch: `status` checks it is still there
+        **({"driver": this_process()} if executor != "slurm" else {}),
         "steps": rows,
     }
     atomic_write_json(graph.root / STATE_FILE, data)
@@ -423,7 +425,8 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
             print(f"{position} {step.name}: not run (needs {', '.join(blocked)})", flush=True)
             continue
         job = submit(step.request, "local", step.run_dir / "jobs")
-        record = record_job(step.run_dir, str(job.job_id), "local", step.run_dir / "jobs", command)
+        record = record_job(step.run_dir, str(job.job_id), "local", step.run_dir / "jobs", command,
+                            process=process_identity(int(job.job_id)))  # fmt: skip
         run.job_id, run.state, jobs[step.name] = str(job.job_id), "RUNNING", job
         write_state(graph, runs, "local", command)
         if single:
@@ -437,7 +440,7 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
         run.seconds = round(time.monotonic() - started, 1)
         if how == "failed":  # the job's traceback is in its log: one line here
             log = log_path(record, stderr=True)
-            reason = RunDir(step.run_dir).failure() or failure_reason(result)  # the job's own first
+            reason = job_failure(step.run_dir, result)
             _failed(graph, step, run, reason, f"log: {log}", failed)
             write_state(graph, runs, "local", command)
             continue
@@ -476,13 +479,13 @@ def wait_through_ctrl_c(name: str, job: Any) -> tuple[str, Any]:
         pass
     except Exception as err:
         return "failed", err
-    interrupt_local(job)
+    interrupt_local(int(job.job_id))
     print(f"Ctrl-C: {name} stops at its next step boundary with a checkpoint; waiting for it "
           "(Ctrl-C again: stop now, without a checkpoint)", file=sys.stderr, flush=True)  # fmt: skip
     try:
         result = wait_local(job, poll_s=0.2)
     except KeyboardInterrupt:
-        interrupt_local(job)
+        interrupt_local(int(job.job_id))
         print(f"Ctrl-C again: {name} stops now, without a checkpoint", file=sys.stderr)
         return "interrupted", None
     except Exception:  # it stopped by raising KeyboardInterrupt: its status.json says how
@@ -606,8 +609,28 @@ def summarise(result: Any) -> str:
     return str(result)[:200]
 
 
+def job_failure(run_dir: Path, err: BaseException) -> str:
+    """Why a local job failed, in one line: the reason its run recorded; else its process killed
+    with no chance to write (status.json still RUNNING, or no result at all: SIGKILL, the OOM
+    killer), with what to do; else the exception line submitit passed on."""
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+
+    own = RunDir(run_dir).failure()
+    if own:
+        return own
+    info = run_info(run_dir)
+    if info["state"] == "DEAD":
+        return info["reason"]
+    if isinstance(err, UncompletedJobError) and not isinstance(err, FailedJobError):
+        return (
+            "the job ended without a result: killed (SIGKILL, out of memory?); the same command "
+            "runs it again"
+        )
+    return failure_reason(err)
+
+
 def failure_reason(err: BaseException) -> str:
     """The exception line of a failed local job (submitit wraps the job's whole traceback)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    raised = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", line)]
+    raised = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\w*: \S", line)]
     return (raised or lines or [repr(err)])[-1]

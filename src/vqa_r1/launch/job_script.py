@@ -232,10 +232,9 @@ def submit_local(executor: Any, task: Any) -> Any:
         return executor.submit(task)
 
 
-def interrupt_local(job: Any) -> bool:
+def interrupt_local(pid: int) -> bool:
     """Send SIGINT to a local job's task processes (the children of submitit's controller, the
-    job's process), as the terminal's Ctrl-C would have. False when none is running."""
-    pid = int(job.job_id)
+    job's process ``pid``), as the terminal's Ctrl-C would have. False when none is running."""
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:

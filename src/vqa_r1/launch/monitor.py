@@ -21,7 +21,9 @@ of the Python that started it, so `cancel` leaves them alone).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
 from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment  # steps as a pipeline's
-from vqa_r1.run_dir import process_alive
+from vqa_r1.run_dir import identity_alive, process_alive
 
 JOBS_FILE = "jobs.json"
 STATE_FILE = "launch.json"
@@ -65,8 +67,11 @@ def record_job(
     log_dir: str | Path,
     command: str,
     array_index: int | None = None,
+    process: dict | None = None,
 ) -> dict:
-    """Append a submitted job to `<run_dir>/jobs.json` (a run may be submitted more than once)."""
+    """Append a submitted job to `<run_dir>/jobs.json` (a run may be submitted more than once);
+    ``process``: a local job's process (``run_dir.process_identity``), which `status` and
+    `cancel` check before they trust a recorded state or signal a pid."""
 
     path = Path(run_dir) / JOBS_FILE
     jobs = read_jobs(run_dir)
@@ -77,6 +82,7 @@ def record_job(
         "executor": executor,
         "command": command,
         "log_dir": str(Path(log_dir).resolve()),
+        **({"process": process} if process else {}),
     }
     jobs.append(entry)
     atomic_write_json(path, {"jobs": jobs})
@@ -167,6 +173,7 @@ class Entry:
     job: dict | None  # a jobs.json record (job_id, executor, log_dir, ...)
     recorded_state: str | None = None  # a local launch's own record of the step
     after: list[str] = field(default_factory=list)  # the steps it waits for
+    driver: dict | None = None  # the process of a local or in-process launch (launch.json)
 
 
 def resolve_target(target: str) -> tuple[str, list[Entry]]:
@@ -179,8 +186,10 @@ def resolve_target(target: str) -> tuple[str, list[Entry]]:
             if kind == "run":
                 return "run", [_entry(path.resolve().name, path, None)]
             entries = [_entry(s["name"], Path(s["run_dir"]), s.get("job_id")) for s in rows]
+            driver = launch_driver(path)
             for entry, step in zip(entries, rows, strict=True):
                 entry.recorded_state = step.get("state")
+                entry.driver = driver
                 entry.after = [d for d in step.get("after") or [] if isinstance(d, str)]
             return kind, entries
         if (path / JOBS_FILE).exists() or (path / "config.yaml").exists():
@@ -209,6 +218,15 @@ def launch_steps(folder: Path) -> tuple[str, list[dict]] | None:
     if (folder / EXPERIMENT_FILE).exists():  # a damaged one is an error naming it
         return "experiment", read_experiment(folder).get("steps", [])
     return None
+
+
+def launch_driver(folder: Path) -> dict | None:
+    """The process that ran a local or in-process launch's steps (launch.json ``driver``)."""
+    try:
+        driver = json.loads((folder / STATE_FILE).read_text()).get("driver")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return driver if isinstance(driver, dict) else None
 
 
 def _entry(label: str, run_dir: Path, job_id: str | None) -> Entry:
@@ -298,7 +316,7 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
     if status.get("reason"):
         info["reason"] = status["reason"] + (f"; log: {status['log']}" if status.get("log") else "")
     if info["state"] == "RUNNING" and status.get("pid"):
-        if process_alive(int(status["pid"]), status.get("host")) is False:
+        if process_alive(int(status["pid"]), status.get("host"), status.get("started")) is False:
             # killed with no chance to write (SIGKILL, the OOM killer): it runs no more
             info["state"] = "DEAD"
             info["reason"] = (
@@ -336,12 +354,7 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
         health=info["health"],
     )
     if executor == "local" or (not job and entry.recorded_state):
-        status.state = entry.recorded_state or info["state"] or "UNKNOWN"
-        ended = ("FAILED", "INTERRUPTED", "DEAD", "UNHEALTHY")
-        if status.state == "RUNNING" and info["state"] in ended:
-            status.state = info["state"]  # the chain's runner was killed with its step
-        status.started = status.state != "NOT RUN"
-        return status
+        return local_status(status, entry, info)
     if not job:
         return status
     row = lookup(rows, job["job_id"])
@@ -365,6 +378,38 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
             f"the job ended {status.state} while status.json said RUNNING; the same command "
             "resumes from the latest complete checkpoint"
         )
+    return status
+
+
+RUN_ENDS = {"COMPLETED": "COMPLETED", "COMPLETED (scores.json)": "COMPLETED", "FAILED": "FAILED",
+            "INTERRUPTED": "INTERRUPTED", "UNHEALTHY": "UNHEALTHY", "DEAD": "DEAD",
+            "MAX_REQUEUES_REACHED": "FAILED"}  # fmt: skip
+
+
+def local_status(status: JobStatus, entry: Entry, info: dict[str, Any]) -> JobStatus:
+    """A step of a local or in-process launch: what was recorded, checked against its process
+    (the local job's, else the launch's own). A step recorded RUNNING whose process is gone
+    shows how its run ended, or DEAD with what to do; never RUNNING for good."""
+    job = entry.job or {}
+    status.state = entry.recorded_state or info["state"] or "UNKNOWN"
+    process = job.get("process") if job.get("executor") == "local" else entry.driver
+    alive = identity_alive(process)
+    if status.state in ("RUNNING", "SUBMITTED", "UNKNOWN") and alive is not None:
+        if alive:
+            status.state = "RUNNING"
+        elif info["state"] in RUN_ENDS:
+            status.state = RUN_ENDS[info["state"]]  # it ended after its launch stopped watching
+        else:
+            status.state = "DEAD"
+            what = f"local job {job['job_id']}" if job.get("executor") == "local" else "the launch"
+            status.note = status.note or (
+                f"{what} (pid {process['pid']} on {process.get('host')}) is gone and the run "
+                "recorded no end: killed (SIGKILL, out of memory?); the same command resumes"
+            )
+    elif status.state == "RUNNING" and info["state"] in ("FAILED", "INTERRUPTED", "DEAD",
+                                                        "UNHEALTHY"):  # fmt: skip
+        status.state = info["state"]  # the chain's runner was killed with its step
+    status.started = status.state not in ("NOT RUN", "UNKNOWN")
     return status
 
 
@@ -401,6 +446,16 @@ def explain(kind: str, entries: list[Entry], statuses: list[JobStatus]) -> str:
     if done == len(ended):
         return f"{kind} COMPLETED: {done} of {len(ended)} steps completed"
     running = [s for s in statuses if s.state.split()[0] not in ("COMPLETED", "DONE")]
+    driver = entries[0].driver if entries else None
+    if identity_alive(driver) is False:  # its launch was killed: nothing starts the next step
+        active = [s.label for s in statuses if s.state == "RUNNING"]
+        left = [s.label for s in running if s.state != "RUNNING"]
+        wait = f"step {', '.join(active)} still runs; when it ends, " if active else ""
+        return (
+            f"{kind} STOPPED: its launch (pid {driver['pid']} on {driver.get('host')}) is gone "
+            f"(killed?); {done} of {len(ended)} steps completed; not run: "
+            f"{', '.join(left) or 'none'}; {wait}run the same command to go on"
+        )
     return (
         f"{kind} IN PROGRESS: {done} of {len(ended)} steps completed; "
         f"step {running[0].label} is {running[0].state}"
@@ -481,31 +536,62 @@ def logs_report(target: str, lines: int = 40, stderr: bool = False) -> str:
 
 
 def cancel(target: str) -> str:
-    """scancel every SLURM job of the target that has not finished; say what was cancelled."""
+    """Stop every job of the target that has not finished; say what was done. A SLURM job is
+    scancelled. A local job whose process is still the one recorded gets Ctrl-C (SIGINT to its
+    task): it checkpoints at its next step boundary and stops, and its launch stops with it; a
+    finished one is left alone (its pid may belong to another process by now)."""
+    from vqa_r1.launch.job_script import interrupt_local
+
     _, entries = resolve_target(target)
     statuses = collect_status(entries)
-    lines, done, local, failed = [], [], [], []
+    lines, done, unknown, failed = [], [], [], []
     for entry, status in zip(entries, statuses, strict=True):
-        if not entry.job:
+        job = entry.job or {}
+        local = job.get("executor") == "local"
+        if not job and not (entry.driver and status.state == "RUNNING"):
             continue
-        job_id = entry.job["job_id"]
-        if entry.job.get("executor") == "local":
-            local.append(f"{entry.label} (local pid {job_id}: stop it with kill)")
-        elif status.state in FINAL_STATES:
-            done.append(f"{entry.label} (job {job_id}, {status.state})")
-        else:
-            try:
-                submitit_job(entry.job).cancel(check=True)
-            except (OSError, subprocess.CalledProcessError) as err:
-                failed.append(f"scancel {job_id} ({entry.label}) failed: {err}")
+        if status.state in FINAL_STATES or status.state in ("NOT RUN", "DONE EARLIER"):
+            what = f"local job {job['job_id']}" if local else f"job {job.get('job_id', '-')}"
+            if status.state != "NOT RUN":
+                done.append(f"{entry.label} ({what}, {status.state})")
+            continue
+        if local or not job:  # a local job, or a step the launch runs in its own process
+            process = job.get("process") if local else entry.driver
+            if identity_alive(process) is not True:
+                unknown.append(f"{entry.label} (pid {job.get('job_id') or '-'})")
                 continue
-            lines.append(f"cancelled job {job_id} ({entry.label}, was {status.state})")
+            pid = int(process["pid"])
+            sent = interrupt_local(pid) if local else _interrupt(pid)
+            what = f"local job {job['job_id']}" if local else f"the launch (pid {pid})"
+            if sent:
+                lines.append(
+                    f"sent Ctrl-C to {what} ({entry.label}, was {status.state}): it checkpoints "
+                    "at its next step boundary and stops; the same command resumes"
+                )
+            continue
+        try:
+            submitit_job(job).cancel(check=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            failed.append(f"scancel {job['job_id']} ({entry.label}) failed: {err}")
+            continue
+        lines.append(f"cancelled job {job['job_id']} ({entry.label}, was {status.state})")
     if not lines and not failed:
         lines.append(f"nothing to cancel in {target}")
     if done:
         lines.append("already finished, not cancelled: " + ", ".join(done))
-    if local:
-        lines.append("not SLURM jobs: " + ", ".join(local))
+    if unknown:
+        lines.append(
+            "recorded as running, but this host cannot tell whether the recorded process is "
+            "still that job (another host, or recorded by an older version): " + ", ".join(unknown)
+        )
     if failed:
         raise UserError("\n".join(lines + failed))
     return "\n".join(lines)
+
+
+def _interrupt(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        return False
+    return True
