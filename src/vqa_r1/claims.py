@@ -407,6 +407,18 @@ def lock_holder(root: str | Path) -> dict | None:
     return None if _stale(holder, path) else holder
 
 
+def left_lock(root: str | Path) -> tuple[dict, str] | None:
+    """A lock whose writer is gone without releasing it (killed: SIGKILL, out of memory) and
+    why it is stale; None when there is no lock or its holder may still be writing. `status`
+    reads it for work that records no state of its own while it runs (an evaluation)."""
+    path = Path(root) / LOCK
+    holder = _read_lock(path)
+    if holder is None or _mine(holder):
+        return None
+    why = _stale(holder, path)
+    return (holder, why) if why else None
+
+
 def _mine(holder: dict) -> bool:
     return holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()
 

@@ -220,7 +220,12 @@ def exit_status(run: Callable[[], int | None], where: str | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return 0
-    except (OSError, RuntimeError) as err:  # RuntimeError: torch's write assertion
+    except KeyboardInterrupt:  # work that stops where Ctrl-C found it (training checkpoints first)
+        there = f" (python slurm/launch.py status {where})" if where else ""
+        print(f"interrupted by Ctrl-C: the same command goes on from what was saved{there}",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    except Exception as err:  # OSError, torch's RuntimeError, safetensors' SafetensorError
         if isinstance(err, OSError) and (message := unwritable_message(err)) is not None:
             print(f"error: {message}", file=sys.stderr)  # a read-only output folder
             return 2

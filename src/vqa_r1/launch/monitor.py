@@ -31,6 +31,7 @@ from typing import Any
 
 import submitit
 
+from vqa_r1 import claims
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
@@ -333,6 +334,17 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
         info["step"] = records[-1].get("step", info["step"])
     if info["state"] is None and (run_dir / "scores.json").exists():
         info["state"] = "COMPLETED (scores.json)"
+    elif info["state"] is None:  # work that writes no status.json while it runs: its lock
+        left = claims.left_lock(run_dir)
+        if left is not None:
+            info["state"] = "DEAD"
+            info["reason"] = (
+                f"{claims.describe(left[0])} was writing here and is gone ({left[1]}) without "
+                "finishing: killed (SIGKILL, out of memory?); the same command goes on from what "
+                "it saved"
+            )
+        elif claims.lock_holder(run_dir) is not None:
+            info["state"] = "RUNNING"
     return info
 
 
