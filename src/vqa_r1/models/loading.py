@@ -254,6 +254,15 @@ def _resolved(path: str | None) -> str | None:
     return str(Path(path).expanduser().resolve()) if path else None
 
 
+def model_identity(mc: Any) -> dict:
+    """The ``model`` of an adapter's base record (models/base_record.py): what names the base
+    among our models."""
+    model = {"name": mc.name, "path": _resolved(mc.path)}
+    if not mc.path and mc.name in {s.name for s in _random_tiny()}:
+        model.update({k: getattr(mc, k) for k in _TINY_KEYS})
+    return model
+
+
 def check_adapter_base(adapter_dir: str | Path, model_config: Any) -> None:
     """An adapter made by a run of this suite is used on the model that run trained, or refused
     with both named (before a model is loaded or a job queued). Another registered model, another
