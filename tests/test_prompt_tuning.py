@@ -219,6 +219,10 @@ def test_cli_run_writes_adapter_and_scores_and_resumes(tmp_path, capsys):
     assert _cli(*common, "--output-dir", str(killed), "--stop-after", "2") == 0
     assert not (killed / "final").exists()
     assert (killed / "checkpoints" / "checkpoint-2" / "CHECKPOINT_COMPLETE").exists()
+    # the record of its base (models/base_record.py), in final/ and each checkpoint
+    base = json.loads((killed / "checkpoints" / "checkpoint-2" / "adapter_base.json").read_text())
+    assert base["model"] == {"name": "tiny-qwen2.5-vl-pretrained", "path": None}
+    assert json.loads((whole / "final" / "adapter_base.json").read_text()) == base
     assert _cli(*common, "--output-dir", str(killed)) == 0
     record = json.loads((killed / "final" / "prompt_tuning.json").read_text())
     assert record["resumed_from"] == 2 and record["global_step"] == 4

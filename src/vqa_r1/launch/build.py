@@ -232,6 +232,8 @@ class GraphBuilder:
         (``model.path``, with a fresh adapter). It waits for both: pipelines and studies wire a
         chain only here (and in ``merge``, ``evaluate``)."""
         config = self._on(self._continuing(config, continues), on)
+        if continues is None and config.init_adapter:  # the user's (--set init_adapter=...)
+            check_adapter_base(config.init_adapter, config.model)
         return self.run(
             name, config.verb, config, run_dir, None, self._waits(after, continues, on),
             **self._wired(fields, config, None),

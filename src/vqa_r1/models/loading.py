@@ -4,9 +4,12 @@ Compute nodes often have no internet. A hub model missing from the local cache m
 the command to run on a login node, never hang in a download retry loop inside a 12-hour allocation.
 
 A LoRA adapter belongs to one base model. PEFT loads one onto another model with only a warning
-(or none: weights for layers the model lacks are dropped), so an adapter is checked against its
-base twice: by the run that made it (its config.yaml, before anything is loaded or queued:
-``check_adapter_base``) and by its weights (every one must land in the model: ``_check_keys``).
+(or none: weights for layers the model lacks are dropped; none at all where two families name and
+size their language layers alike), so an adapter is checked against its base twice: before
+anything is loaded, queued or written (``check_adapter_base``: by the run that made it, its
+config.yaml; out of its run, by the record of its base it carries, models/base_record.py, or
+else by what adapter_config.json names) and by its weights when loaded (every one must land in
+the model: ``_check_keys``).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from typing import Any
 import yaml
 
 from vqa_r1.errors import UserError
+from vqa_r1.models import base_record
 from vqa_r1.models.adapters import FamilyAdapter, get_adapter, image_options
 from vqa_r1.models.registry import FAMILIES, MODELS, ModelSpec, get_spec
-from vqa_r1.models.tiny import TinySize, tiny_model_dir
+from vqa_r1.models.tiny import TinySize, tiny_model_dir, tiny_model_path
 
 log = logging.getLogger(__name__)
 
@@ -255,24 +259,175 @@ def _resolved(path: str | None) -> str | None:
 
 
 def check_adapter_base(adapter_dir: str | Path, model_config: Any) -> None:
-    """An adapter made by a run of this suite is used on the model that run trained, or refused
-    with both named (before a model is loaded or a job queued). Another registered model, another
-    ``model.path`` (a merged model), another random-init tiny model (seed or size): refused."""
+    """An adapter is used on the model it was trained on, or refused with both named and what to
+    do, in one line (before a model is loaded, a job queued or a folder claimed).
+
+    In a run of this suite (final/ or a checkpoint beside its config.yaml): that run's model.
+    Another registered model, another ``model.path`` (a merged model), another random-init tiny
+    model (seed or size): refused. Out of its run (a copied folder): the record of its base it
+    carries (``_check_record``), else what its adapter_config.json names (``_check_named_base``).
+    """
     made_on = adapter_run_model(adapter_dir)
     mc = model_config
-    if made_on is None:  # no run of ours: its adapter_config.json's base, if it is a hub model
-        _check_hub_base(adapter_dir, mc)
+    if made_on is None:
+        record = base_record.read_record(adapter_dir)
+        if record is not None:
+            _check_record(adapter_dir, record, mc)
+        else:
+            _check_named_base(adapter_dir, mc)
         return  # and the weights when loaded (_check_keys)
+    if not _same_model(made_on, mc):
+        raise UserError(
+            f"adapter {adapter_dir} was trained on {_describe(made_on)}, not on "
+            f"{_describe(mc)}: {_use(made_on)} (its run's config.yaml), or pick the adapter "
+            "trained on this model"
+        )
+
+
+def _same_model(made_on: dict, mc: Any) -> bool:
+    """Whether a run's (or a record's) ``model`` section names the model of ``mc``."""
     same = made_on.get("name") == mc.name and _resolved(made_on.get("path")) == _resolved(mc.path)
     if same and not mc.path and mc.name in {s.name for s in _random_tiny()}:
         same = all(made_on.get(k) == getattr(mc, k) for k in _TINY_KEYS)
-    if not same:
+    return same
+
+
+def _use(made_on: dict) -> str:
+    """The options that load the model a run or record names."""
+    return f"use it with --model {made_on.get('name')}" + (
+        f" --set model.path={made_on['path']}" if made_on.get("path") else ""
+    )
+
+
+def model_identity(mc: Any) -> dict:
+    """The ``model`` of an adapter's base record (models/base_record.py): what names the base
+    among our models."""
+    model = {"name": mc.name, "path": _resolved(mc.path)}
+    if not mc.path and mc.name in {s.name for s in _random_tiny()}:
+        model.update({k: getattr(mc, k) for k in _TINY_KEYS})
+    return model
+
+
+def base_folder(mc: Any) -> Path | None:
+    """The folder the model of ``mc`` loads from, where that is known without building or
+    downloading anything (None: a tiny model not built yet, a hub model not in the cache)."""
+    spec = get_spec(mc.name)
+    if mc.path:
+        folder: Path | None = Path(mc.path)
+    elif spec.pretrained:
+        folder = PRETRAINED_DIR / spec.name
+    elif spec.tiny:
+        size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
+        folder = tiny_model_path(spec.family, mc.tiny_seed, size)
+    else:
+        folder = cached_hub_path(spec.hub_id)
+    return folder if folder is not None and (folder / "config.json").exists() else None
+
+
+def _check_record(adapter_dir: str | Path, record: dict, mc: Any) -> None:
+    """An adapter out of its run, with the record of its base: that base's fingerprint against
+    the model about to be loaded (by the names recorded where its folder is not here yet)."""
+    made_on = record["model"]
+    folder = base_folder(mc)
+    if folder is not None:
+        why = base_record.differs(record, base_record.fingerprint(folder))
+        if why is None:
+            return
+        here = f"{_describe(mc)} ({folder})"
+    elif _same_model(made_on, mc):
+        return
+    else:
+        why, here = "another model", _describe(mc)
+    known = made_on.get("name") in MODELS
+    if known and not _same_model(made_on, mc):
+        fix = f"{_use(made_on)}, or pick the adapter trained on this model"
+    else:  # the same name: the model here is not the one it was (rebuilt, updated, replaced)
+        fix = "load it on the base it was trained on, or pick the adapter trained on this model"
+    raise UserError(
+        f"adapter {adapter_dir} was trained on {_describe(made_on)} ({record.get('path')}; "
+        f"{base_record.RECORD}), not on {here}: {why}; {fix}"
+    )
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_once(adapter_dir: str | Path, mc: Any, text: str) -> None:
+    key = (str(adapter_dir), mc.name)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning("adapter %s: %s", adapter_dir, text)
+
+
+def _check_named_base(adapter_dir: str | Path, mc: Any) -> None:
+    """An adapter without a record of its base (made before records, or elsewhere): the base its
+    adapter_config.json names. A hub id (or a hub-cache folder) against the model's hub id; a
+    local model folder here by its config.json (another family or size: refused; other weights:
+    a warning); a folder not here by its name (a shipped tiny model's, a tiny build's family),
+    else a warning that only its weights will be checked."""
+    try:
+        cfg = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return
+    named = str(cfg.get("base_model_name_or_path") or "") if isinstance(cfg, dict) else ""
+    if hub_id_of(named):
+        _check_hub_base(adapter_dir, hub_id_of(named) or "", mc)
+    elif named and (Path(named) / "config.json").is_file():
+        _check_local_base(adapter_dir, Path(named), mc)
+    else:
+        _check_absent_base(adapter_dir, named, mc)
+
+
+def _check_local_base(adapter_dir: str | Path, named: Path, mc: Any) -> None:
+    folder = base_folder(mc)
+    if folder is None or folder.resolve() == named.resolve():
+        return  # nothing here to compare it with (the weights are checked when loaded)
+    theirs, ours = base_record.fingerprint(named), base_record.fingerprint(folder)
+    why = base_record.config_difference(theirs["config"] or {}, ours["config"] or {})
+    if theirs["config"] is not None and ours["config"] is not None and why:
+        name = named.name if named.name in MODELS and named.name != mc.name else None
+        use = f"use it with --model {name}, or " if name else ""
         raise UserError(
-            f"adapter {adapter_dir} was trained on {_describe(made_on)}, not on "
-            f"{_describe(mc)}: use it with --model {made_on.get('name')}"
-            + (f" --set model.path={made_on['path']}" if made_on.get("path") else "")
-            + " (its run's config.yaml), or pick the adapter trained on this model"
+            f"adapter {adapter_dir} was made for {named} (adapter_config.json), not for "
+            f"{_describe(mc)} ({folder}): {why}; {use}pick the adapter trained on this model"
         )
+    if theirs["weights"] and ours["weights"] and theirs["weights"] != ours["weights"]:
+        _warn_once(adapter_dir, mc, (
+            f"made for {named} (adapter_config.json), which has the architecture of {mc.name} "
+            f"({folder}) but other weights: its results are not those of an adapter of {mc.name} "
+            "unless it is a copy in another dtype"
+        ))  # fmt: skip
+
+
+_TINY_BUILD = re.compile(r"(?P<family>[a-z0-9_]+)-[0-9a-f]{12}")
+
+
+def _check_absent_base(adapter_dir: str | Path, named: str, mc: Any) -> None:
+    """A base folder not on this machine: what its name tells (a registered model's name, the
+    folder a shipped tiny model or a tiny build of one family has), else a warning."""
+    name = Path(named).name if named else ""
+    build = _TINY_BUILD.fullmatch(name)
+    spec = get_spec(mc.name)
+    if name in MODELS and name != mc.name and not mc.path:
+        raise UserError(
+            f"adapter {adapter_dir} was made for {named} (adapter_config.json; not on this "
+            f"machine), by its name {name}, not for {_describe(mc)}: use it with --model {name}, "
+            "or pick the adapter trained on this model"
+        )
+    if build and build["family"] in FAMILIES.values() and build["family"] != spec.family:
+        family = {v: k for k, v in FAMILIES.items()}[build["family"]]
+        raise UserError(
+            f"adapter {adapter_dir} was made for {named} (adapter_config.json; not on this "
+            f"machine), a tiny {family} build by its name, not for {_describe(mc)}: use it with "
+            f"--model tiny-{family}, or pick the adapter trained on this model"
+        )
+    if name == mc.name or build:
+        return  # the same model by its name (a tiny build: seed and size by its weights)
+    _warn_once(adapter_dir, mc, (
+        f"its base {named or '(none named)'} (adapter_config.json) is not on this machine and it "
+        f"has no {base_record.RECORD}: it is checked against {mc.name} by its weights alone, "
+        "when loaded"
+    ))  # fmt: skip
 
 
 def hub_id_of(base: str) -> str | None:
@@ -286,22 +441,18 @@ def hub_id_of(base: str) -> str | None:
     return None
 
 
-def _check_hub_base(adapter_dir: str | Path, mc: Any) -> None:
+def _check_hub_base(adapter_dir: str | Path, base: str, mc: Any) -> None:
+    """A hub adapter on a registered model (not on a ``model.path``: only its weights can tell):
+    the hub id its adapter_config.json names against the model's (a tiny model has none)."""
     spec = get_spec(mc.name)
-    if mc.path or not spec.hub_id:
-        return  # a local model folder: only its weights can tell
-    try:
-        cfg = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
-    except (OSError, ValueError):
+    if mc.path or (spec.hub_id and base.lower() == spec.hub_id.lower()):
         return
-    base = hub_id_of(str(cfg.get("base_model_name_or_path") or ""))
-    if base and base.lower() != spec.hub_id.lower():
-        names = [s.name for s in MODELS.values() if s.hub_id and s.hub_id.lower() == base.lower()]
-        use = f": use it with --model {names[0]}" if names else ""
-        raise UserError(
-            f"adapter {adapter_dir} was made for {base} (adapter_config.json), not for "
-            f"{mc.name} ({spec.hub_id}){use}"
-        )
+    names = [s.name for s in MODELS.values() if s.hub_id and s.hub_id.lower() == base.lower()]
+    use = f": use it with --model {names[0]}" if names else ""
+    raise UserError(
+        f"adapter {adapter_dir} was made for {base} (adapter_config.json), not for "
+        f"{mc.name} ({spec.hub_id or 'a tiny model built here'}){use}"
+    )
 
 
 def _mismatch(adapter_dir: str | Path, mc: Any, path: Path) -> str:

@@ -41,12 +41,22 @@ class TinySize:
     vocab: int = 1024
 
 
+def _tiny_key(family: str, seed: int, size: TinySize | None) -> str:
+    size = size or TinySize()
+    return json.dumps({"family": family, "seed": seed, "v": BUILD_VERSION, **asdict(size)})
+
+
+def tiny_model_path(family: str, seed: int = 0, size: TinySize | None = None) -> Path:
+    """Where the tiny model of ``family`` is (or will be) built; nothing is built."""
+    digest = hashlib.sha256(_tiny_key(family, seed, size).encode()).hexdigest()[:12]
+    return cache_root() / "tiny" / f"{family}-{digest}"
+
+
 def tiny_model_dir(family: str, seed: int = 0, size: TinySize | None = None) -> Path:
     """Build (once) and return the folder of a tiny model of ``family``."""
     size = size or TinySize()
-    key = json.dumps({"family": family, "seed": seed, "v": BUILD_VERSION, **asdict(size)})
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    target = cache_root() / "tiny" / f"{family}-{digest}"
+    key = _tiny_key(family, seed, size)
+    target = tiny_model_path(family, seed, size)
     if (target / "config.json").exists():
         return target
     # every rank of a job (and every job on a shared filesystem) may build the same model at once:

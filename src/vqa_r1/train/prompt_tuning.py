@@ -25,7 +25,8 @@ trainable tensor (num_virtual_tokens x hidden) and is saved and reloaded as a PE
 * the collator (``PromptCollator``): images, chat-formatted prompt + completion, labels on the
   completion only;
 * ``final/``: the adapter (PEFT format, written aside and renamed into place) with
-  ``prompt_tuning.json`` (config, steps, loss curve, wall time).
+  ``prompt_tuning.json`` (config, steps, loss curve, wall time) and, as in each checkpoint, the
+  record of its base (``adapter_base.json``, models/base_record.py).
 
 Not TRL's SFTTrainer: what it adds to the Trainer (dataset preparation, collator, loss, model
 wrapping) would all be replaced here. AdamW on the prompt alone, no weight decay or clipping,
@@ -52,8 +53,9 @@ from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir, atomic_write_json, atomic_write_text, follow_umask, read_jsonl
+from vqa_r1.models import base_record
 from vqa_r1.models.device import check_device_setting, resolve_device
-from vqa_r1.models.loading import load_model
+from vqa_r1.models.loading import load_model, model_identity
 from vqa_r1.models.registry import get_spec
 from vqa_r1.models.virtual_prompt import VirtualPromptModel, check_family
 from vqa_r1.run_dir import RunDir, checkpoint_step
@@ -226,6 +228,15 @@ def make_peft_model(loaded: Any, cfg: PromptTuneConfig) -> Any:
 
 def prompt_weight(peft_model: Any) -> Any:
     return peft_model.prompt_encoder[peft_model.active_adapter].embedding.weight
+
+
+def _base_record(cfg: PromptTuneConfig, loaded: Any) -> dict:
+    """What the prompt is trained on (models/base_record.py), beside it in final/ and each
+    checkpoint."""
+    from vqa_r1.config import ModelConfig
+
+    model = ModelConfig(name=cfg.model.name, path=cfg.model.path)
+    return base_record.base_record(model_identity(model), loaded.path)
 
 
 def _save_adapter(peft_model: Any, folder: Path) -> None:
@@ -420,6 +431,7 @@ def train_prompt(
     loaded = loaded or load_base(cfg)
     vp = VirtualPromptModel(loaded, cfg.data.instruction)
     peft_model = make_peft_model(loaded, cfg)
+    adapter_base = _base_record(cfg, loaded)
     started = time.perf_counter()
     if start >= cfg.train.max_steps:
         # killed after its last checkpoint, before final/: nothing left to train (the Trainer,
@@ -438,6 +450,7 @@ def train_prompt(
         if stop_after is not None and stop_after < cfg.train.max_steps:
             extra.append(StopAfter(stop_after))
         trainer = build_trainer(cfg, rd, vp, peft_model, rows, extra)
+        trainer.adapter_base = adapter_base  # into each checkpoint (trainer_hooks.py)
         use_cache = getattr(loaded.model.config, "use_cache", None)
         try:
             label = f"prompt-tune {cfg.mode}" if progress else None
@@ -453,6 +466,7 @@ def train_prompt(
     with atomic_dir(rd.final) as tmp:
         _save_adapter(peft_model, tmp)
         atomic_write_json(tmp / RECORD_FILE, record)
+        base_record.write_record(tmp, adapter_base)
     rd.update_status(state="TRAINED", global_step=step, train_seconds=record["train_seconds"])
     return record
 

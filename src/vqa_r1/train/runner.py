@@ -21,7 +21,13 @@ from vqa_r1.config import VLLM_URL_ENV, RunConfig, TrainConfig, run_settings, sa
 from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.errors import UserError
 from vqa_r1.io import follow_umask
-from vqa_r1.models.loading import cast_adapters_to_model_dtype, load_model, zero3_enabled
+from vqa_r1.models import base_record
+from vqa_r1.models.loading import (
+    cast_adapters_to_model_dtype,
+    load_model,
+    model_identity,
+    zero3_enabled,
+)
 from vqa_r1.recipes import deepspeed_config
 from vqa_r1.rewards import get_rewards
 from vqa_r1.run_dir import UNHEALTHY, RunDir, checkpoint_step, latest_checkpoint, refuse_unhealthy
@@ -387,6 +393,10 @@ def _train(
         rows = fit_images(rows, loaded)
     interrupt = StopOnInterrupt(sigterm=sigterm_stops)
     trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
+    # what the adapter is trained on, beside it in each checkpoint and final/: an adapter copied
+    # out of its run is checked by it (models/loading.py, check_adapter_base)
+    adapter_base = base_record.base_record(model_identity(config.model), loaded.path)
+    trainer.adapter_base = adapter_base
     if (
         main
     ):  # where the model trains, for `launch.py status` and a user checking for a CPU fallback
@@ -416,6 +426,7 @@ def _train(
     if not done:
         return mark_stopped(rd, step, interrupt)
     loaded.processor.save_pretrained(str(rd.final))
+    base_record.write_record(rd.final, adapter_base)
     follow_umask(rd.final)  # safetensors writes the adapter 0600: readable by the group as set
     rd.update_status(
         state="COMPLETED",

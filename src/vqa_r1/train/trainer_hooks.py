@@ -7,6 +7,8 @@
   marker (vqa_r1.run_dir.latest_checkpoint). With several processes, barriers around the save
   keep rank 0's staging and rename from racing the other ranks' writes. Callbacks (``on_save``)
   run only after the files are in place, too late to redirect them.
+  A trainer given ``adapter_base`` (a record of the base model, models/base_record.py) writes it
+  into each checkpoint holding an adapter before the checkpoint is marked complete.
 * ``EpochOrderSamplerMixin`` (``GRPOTrainer._get_train_sampler``): see EpochOrderSampler. The
   sampler is built inside the trainer with no argument or callback to replace it.
 * ``GenerationBufferMixin`` (``GRPOTrainer._save_checkpoint`` and
@@ -27,6 +29,7 @@ from typing import Any
 
 from vqa_r1 import ranks
 from vqa_r1.io import follow_umask
+from vqa_r1.models.base_record import write_record
 from vqa_r1.run_dir import COMPLETE_MARKER
 from vqa_r1.train.deepspeed_import import import_only_when_used
 
@@ -72,6 +75,9 @@ class AtomicCheckpointMixin:
         if main:
             name = f"checkpoint-{self.state.global_step}"
             staged = Path(staging_root) / name
+            record = getattr(self, "adapter_base", None)  # set by the run (models/base_record.py)
+            if record is not None and (staged / "adapter_config.json").exists():
+                write_record(staged, record)  # what its adapter was trained on, once copied out
             follow_umask(staged)  # safetensors writes the adapter 0600
             (staged / COMPLETE_MARKER).write_text(str(self.state.global_step))
             fsync_tree(staged)
