@@ -70,7 +70,6 @@ def test_unknown_model_and_recipe():
     [
         ["train.max_steps=0", "train.num_train_epochs=0"],
         ["train.max_steps=-1", "train.num_train_epochs=0"],
-        ["train.max_steps=-5", "train.num_train_epochs=-1"],
     ],
 )
 @pytest.mark.parametrize("verb", ["sft", "grpo"])

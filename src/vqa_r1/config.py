@@ -21,6 +21,17 @@ from typing import Literal
 
 import yaml
 
+from vqa_r1.domains import (
+    ANY,
+    FRACTION,
+    SEED,
+    STEPS,
+    WARMUP,
+    Domain,
+    above,
+    at_least,
+    between,
+)
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
 from vqa_r1.settings import comparable
@@ -40,6 +51,9 @@ VLLM_URL_ENV = "VQA_R1_VLLM_URL"
 # jobs on one node do not both bind TRL's fixed default
 VLLM_GROUP_PORT_ENV = "VQA_R1_VLLM_GROUP_PORT"
 
+# transformers reads max_steps <= 0 as "not set"; below -1 it meant nothing and ran by epochs
+_UNSET_STEPS = "not set: num_train_epochs counts"
+
 Verb = Literal["sft", "grpo", "evaluate", "merge"]
 
 
@@ -51,8 +65,12 @@ class ModelConfig:
         "auto", help="auto: bfloat16 on GPU, float32 on CPU"
     )
     attn_implementation: str = option("sdpa", help="transformers attention implementation")
-    min_pixels: int | None = option(None, help="Qwen2.5-VL image processor lower pixel limit")
-    max_pixels: int | None = option(None, help="Qwen2.5-VL image processor upper pixel limit")
+    min_pixels: int | None = option(
+        None, help="Qwen2.5-VL image processor lower pixel limit", minimum=1
+    )
+    max_pixels: int | None = option(
+        None, help="Qwen2.5-VL image processor upper pixel limit", minimum=1
+    )
     image_splitting: bool | None = option(
         None,
         help="SmolVLM (do_image_splitting) and InternVL (crop_to_patches): cut the image into "
@@ -72,18 +90,24 @@ class ModelConfig:
         "auto", help="KV cache in generate(); auto: on, checked once against an uncached run"
     )
     freeze_vision: bool = option(True, help="keep the vision tower frozen")
-    tiny_seed: int = option(0, help="random-init tiny models: initialisation seed")
-    tiny_hidden: int = option(128, help="random-init tiny models: hidden size")
-    tiny_layers: int = option(2, help="random-init tiny models: language-model layers")
-    tiny_vocab: int = option(1024, help="random-init tiny models: tokenizer vocabulary size")
+    tiny_seed: int = option(0, help="random-init tiny models: initialisation seed", domain=SEED)
+    tiny_hidden: int = option(
+        128, help="random-init tiny models: hidden size", domain=at_least(8, "4 attention heads")
+    )
+    tiny_layers: int = option(2, help="random-init tiny models: language-model layers", minimum=1)
+    tiny_vocab: int = option(
+        1024, help="random-init tiny models: tokenizer vocabulary size", minimum=1
+    )
 
 
 @dataclass
 class LoraConfig:
     enabled: bool = option(True, help="LoRA (PEFT); false: full fine-tuning")
     r: int = option(16, help="LoRA rank", minimum=1)
-    alpha: int = option(32, help="LoRA alpha (peft lora_alpha)")
-    dropout: float = option(0.05, help="LoRA dropout (peft lora_dropout)", minimum=0.0)
+    alpha: int = option(32, help="LoRA alpha (peft lora_alpha)", minimum=1)
+    dropout: float = option(
+        0.05, help="LoRA dropout (peft lora_dropout)", domain=between(0, 1, high_open=True)
+    )
     target_modules: str | None = option(
         None, help="regex of wrapped modules; none: the family's language-model layers"
     )
@@ -104,7 +128,7 @@ class DataConfig:
     num_samples: int | None = option(
         None, help="seeded subset of the training split (at least 1); none: all of it", minimum=1
     )
-    subset_seed: int = option(42, help="seed of that subset")
+    subset_seed: int = option(42, help="seed of that subset", domain=SEED)
     with_reasoning: bool = option(True, help="SFT targets carry a grounded <think> block")
     rationale: Literal["claim", "scene"] = option(
         "claim", help="claim: the relation that holds; scene: the layout, objects in order"
@@ -123,16 +147,18 @@ class DataConfig:
     synthetic_train: int = option(2000, help="synthetic data: training scenes", minimum=0)
     synthetic_validation: int = option(200, help="synthetic data: validation scenes", minimum=0)
     synthetic_test: int = option(400, help="synthetic data: test scenes", minimum=0)
-    synthetic_seed: int = option(0, help="synthetic data: seed")
+    synthetic_seed: int = option(0, help="synthetic data: seed", domain=SEED)
     synthetic_min_objects: int = option(
         2, help="synthetic data: fewest objects per scene", minimum=1
     )
     synthetic_max_objects: int = option(4, help="synthetic data: most objects per scene", minimum=2)
     synthetic_margin: float = option(
-        0.15, help="min centre distance on the relation's axis (fraction of the image size)"
+        0.15,
+        help="min centre distance on the relation's axis (fraction of the image size)",
+        domain=between(0, 1, high_open=True),
     )
     synthetic_object_size: list[int] = option(
-        default_factory=lambda: [18, 28], help="object side in pixels: min,max"
+        default_factory=lambda: [18, 28], help="object side in pixels: min,max", minimum=1
     )
     synthetic_distinct_colors: bool = option(False, help="every object of a scene a new colour")
     synthetic_background: Literal["plain", "ramp"] = option(
@@ -146,36 +172,56 @@ class DataConfig:
         "sim", help="shifted: the same scenes in another look (palette, texture, noise, ...)"
     )
     synthetic_shift_strength: float = option(
-        1.0, help="shifted domain: how strong the shift is, 0..1", minimum=0.0
+        1.0, help="shifted domain: how strong the shift is, 0..1", domain=FRACTION
     )
 
 
 @dataclass
 class TrainConfig:
-    learning_rate: float = option(1e-5, help="peak learning rate (TrainingArguments)")
-    num_train_epochs: float = option(1.0, help="epochs when max_steps <= 0 (TrainingArguments)")
-    max_steps: int = option(-1, help="total optimizer steps; overrides num_train_epochs if > 0")
+    learning_rate: float = option(
+        1e-5, help="peak learning rate (TrainingArguments)", domain=above(0)
+    )
+    num_train_epochs: float = option(
+        1.0,
+        help="epochs when max_steps <= 0 (TrainingArguments)",
+        domain=at_least(0, "0 only with max_steps >= 1"),
+    )
+    max_steps: int = option(
+        -1,
+        help="total optimizer steps; overrides num_train_epochs if > 0",
+        domain=Domain(low=1, special=((-1, _UNSET_STEPS), (0, _UNSET_STEPS))),
+    )
     per_device_train_batch_size: int = option(
         4, help="GRPO: completions per device and step (TrainingArguments)", minimum=1
     )
     gradient_accumulation_steps: int = option(1, help="TrainingArguments", minimum=1)
-    warmup_steps: float = option(0.0, help="warm-up steps; a float < 1 is a fraction of all steps")
+    warmup_steps: float = option(
+        0.0,
+        help="warm-up steps; a float < 1 is a fraction of all steps",
+        domain=WARMUP,
+    )
     lr_scheduler_type: str = option("linear", help="transformers scheduler name")
-    weight_decay: float = option(0.0, help="TrainingArguments")
-    max_grad_norm: float = option(1.0, help="gradient clipping (TrainingArguments)")
+    weight_decay: float = option(0.0, help="TrainingArguments", minimum=0)
+    max_grad_norm: float = option(
+        1.0, help="gradient clipping (TrainingArguments)", domain=at_least(0, "0: no clipping")
+    )
     save_steps: float = option(
-        0.05, help="checkpoint interval: steps, or a float < 1 as a fraction of all steps"
+        0.05,
+        help="checkpoint interval: steps, or a float < 1 as a fraction of all steps",
+        domain=STEPS,
     )
     logging_steps: int = option(1, help="metrics.jsonl interval (TrainingArguments)", minimum=1)
-    seed: int = option(42, help="training and data-order seed")
+    seed: int = option(42, help="training and data-order seed", domain=SEED)
     bf16: bool = option(False, help="bfloat16 mixed precision (ignored without a GPU)")
     gradient_checkpointing: bool = option(False, help="trade compute for memory")
-    num_threads: int | None = option(None, help="torch CPU threads; none: leave as is")
+    num_threads: int | None = option(None, help="torch CPU threads; none: leave as is", minimum=1)
     num_generations: int = option(4, help="GRPO: completions per prompt", minimum=2)
     max_completion_length: int = option(256, help="GRPO: new tokens per completion", minimum=1)
-    beta: float = option(0.04, help="GRPO: KL coefficient")
+    beta: float = option(
+        0.04, help="GRPO: KL coefficient", domain=at_least(0, "0: no KL term, no reference model")
+    )
     loss_type: str = option("dapo", help="GRPO loss (TRL: dapo, grpo, dr_grpo, bnpo, ...)")
-    temperature: float = option(1.0, help="GRPO: sampling temperature")
+    temperature: float = option(1.0, help="GRPO: sampling temperature", domain=above(0))
     scale_rewards: Literal["group", "batch", "none"] = option(
         "group", help="GRPO: reward standardisation"
     )
@@ -183,7 +229,9 @@ class TrainConfig:
         default_factory=lambda: ["accuracy", "format"],
         help="GRPO rewards: registered names or package.module:function",
     )
-    reward_weights: list[float] | None = option(None, help="one weight per reward; none: all 1")
+    reward_weights: list[float] | None = option(
+        None, help="one weight per reward (negative: a penalty); none: all 1", domain=ANY
+    )
     answer_rule: str = option("robust", help="how the accuracy reward reads answers (answers.py)")
     health_window: int = option(
         10,
@@ -209,6 +257,7 @@ class TrainConfig:
         None,
         help="GRPO vLLM: fraction of a GPU's memory vLLM takes for weights and KV cache; none: "
         "TRL's default (colocate 0.3, beside training; server 0.9 of its own GPU)",
+        domain=between(0, 1, low_open=True, note="a fraction of a GPU's memory"),
     )
     vllm_max_model_length: int | None = option(
         None,
@@ -227,7 +276,9 @@ class TrainConfig:
     report_to: list[str] = option(
         default_factory=list, help="trackers, e.g. wandb; the run id survives requeues"
     )
-    sample_every: int = option(10, help="save sampled completions every N reward calls")
+    sample_every: int = option(
+        10, help="save sampled completions every N reward calls", domain=at_least(0, "0: never")
+    )
     dynamic_sampling: bool = option(
         False,
         help="GRPO: drop groups whose rewards all equal (no advantage, no gradient) and refill "
@@ -279,6 +330,7 @@ class ResourceConfig:
         None,
         help="memory per GPU in GB (per process in a job without GPUs); a node gets this times "
         "its GPUs (processes); none: the cluster profile's",
+        domain=above(0),
     )
     processes_per_node: int | None = option(
         None,
@@ -349,25 +401,23 @@ def check_values(config: RunConfig) -> None:
             )
     if t.reward_weights is not None and len(t.reward_weights) != len(t.reward_funcs):
         raise UserError("train.reward_weights must have one weight per entry of train.reward_funcs")
-    if t.learning_rate <= 0:
-        raise UserError("train.learning_rate must be positive")
     if config.verb in ("sft", "grpo") and t.max_steps <= 0 and t.num_train_epochs <= 0:
         # the Trainer would run zero steps and the run would end COMPLETED with an untrained adapter
         raise UserError(
             f"no training steps: train.max_steps is {t.max_steps} and train.num_train_epochs is "
             f"{t.num_train_epochs}; set train.max_steps > 0 (it wins) or train.num_train_epochs > 0"
         )
-    util = t.vllm_gpu_memory_utilization
-    if util is not None and not 0 < util <= 1:
-        raise UserError(
-            f"train.vllm_gpu_memory_utilization must be in (0, 1] (a fraction of a GPU's memory), "
-            f"got {util}"
-        )
     if not re.match(DEVICE_PATTERN, config.model.device):
         raise UserError(f"model.device: {config.model.device!r} is not auto, cpu, cuda or cuda:N")
-    if config.resources.mem_gb is not None and config.resources.mem_gb <= 0:
-        raise UserError(f"resources.mem_gb must be positive, got {config.resources.mem_gb}")
+    m = config.model
+    if m.min_pixels is not None and m.max_pixels is not None and m.min_pixels > m.max_pixels:
+        raise UserError(
+            f"model.min_pixels ({m.min_pixels}) is above model.max_pixels ({m.max_pixels})"
+        )
     d = config.data
+    size = d.synthetic_object_size
+    if len(size) != 2 or size[0] > size[1]:
+        raise UserError(f"data.synthetic_object_size: expected min,max (min <= max), got {size}")
     if d.synthetic_min_objects > d.synthetic_max_objects:
         raise UserError(
             f"data.synthetic_min_objects ({d.synthetic_min_objects}) is above "

@@ -10,7 +10,9 @@ section's ``trl`` mapping, written flat under ``train:``). This module knows TRL
   TRL key is set), each value converted by ``typed_config.coerce``;
 * the fields the suite sets itself (``OWNED``), refused with the reason;
 * the values TRL documents but checks only inside the trainer (``DOCUMENTED_CHOICES``), checked
-  here so that ``train.loss_type=nonsense`` fails on the login node.
+  here so that ``train.loss_type=nonsense`` fails on the login node;
+* the ranges of numeric fields that TRL does not check (domains.TRL): ``train.num_iterations=-1``
+  fails here, not in the trainer.
 
 The per-verb check (a GRPO field on an SFT run) is ``check_verb``; constructing the verb's TRL
 config as the run would (its ``__post_init__`` checks) is train/runner.py's ``check_trl_config``,
@@ -33,6 +35,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.domains import TRL as TRL_DOMAINS
 from vqa_r1.errors import UserError
 from vqa_r1.typed_config import _Raw, coerce, unknown_key_text
 
@@ -180,6 +183,8 @@ def typed_value(key: str, value: Any, where: str, ours: typing.Iterable[str]) ->
     choices = _fields(verb)[key].metadata.get("choices")
     if choices is not None and value is not None and value not in list(choices):
         raise UserError(f"{where}: expected one of {', '.join(map(str, choices))}, got {value!r}")
+    if key in TRL_DOMAINS:  # a range TRL's own checks leave open (domains.py)
+        TRL_DOMAINS[key].check(value, where)
     return _plain(value)
 
 
@@ -281,6 +286,8 @@ def listing(
                 default = "(required)"
             reason = refused_reason(name)
             text = " ".join(str(f.metadata.get("help", "")).split())
+            if name in TRL_DOMAINS:
+                text = f"{text} [{TRL_DOMAINS[name].text()}]"
             kind = "refused" if reason else "trl"
             shown = default.value if isinstance(default, enum.Enum) else default
             rows.append((name, kind, type_name(hints[name]), _show(shown), reason or text))

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import yaml
 
+from vqa_r1.domains import Domain, at_least
 from vqa_r1.errors import UserError
 
 _NONE_WORDS = ("none", "null", "~")
@@ -41,10 +42,14 @@ def option(
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
     parse: Callable[[Any], Any] | None = None,
     minimum: float | None = None,
+    domain: Domain | None = None,
 ) -> Any:
     """A dataclass field with its help text; ``parse`` converts a raw value before type checks
-    (e.g. a SLURM time string into minutes), ``minimum`` bounds a number."""
-    metadata = {"help": help, "parse": parse, "minimum": minimum}
+    (e.g. a SLURM time string into minutes); ``domain`` is the range of a number (domains.py;
+    each item's for a list), ``minimum`` short for ``domain=at_least(minimum)``."""
+    if minimum is not None:
+        domain = at_least(minimum)
+    metadata = {"help": help, "parse": parse, "domain": domain}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -313,9 +318,8 @@ def build(cls_or_obj: Any, data: dict, where: str = "") -> Any:
             except (TypeError, ValueError, UserError) as err:
                 raise UserError(f"{path}: {err}") from None
         value = coerce(value, annotation, path)
-        minimum = meta.get("minimum")
-        if minimum is not None and value is not None and value < minimum:
-            raise UserError(f"{path}: must be at least {minimum}, got {value!r}")
+        if meta.get("domain") is not None:
+            meta["domain"].check(value, path)
         values[key] = value
     return cls(**values)
 
@@ -398,7 +402,10 @@ def describe(cls: type, prefix: str = "", values: Any = None) -> list[tuple[str,
             default = f.default_factory()
         else:
             default = "(required)"
-        rows.append((key, type_name(annotation), _show(default), f.metadata.get("help", "")))
+        text = f.metadata.get("help", "")
+        if f.metadata.get("domain") is not None:  # the range, as a refusal states it
+            text = f"{text} [{f.metadata['domain'].text()}]"
+        rows.append((key, type_name(annotation), _show(default), text))
     return rows
 
 

@@ -47,8 +47,8 @@ def test_config_is_picklable_and_runs(tmp_path, no_key_env):
         (["--responses", "base"], "NAME=FILE"),
         (["--responses", "base=/nonexistent/r.json"], "/nonexistent/r.json: file not found"),
         (["--responses", "m={r}", "--concurrency", "0"], "--concurrency"),
-        (["--responses", "m={r}", "--limit", "0"], "--limit must be at least 1"),
-        (["--responses", "m={r}", "--json-attempts", "0"], "--json-attempts must be at least 1"),
+        (["--responses", "m={r}", "--limit", "0"], "--limit: must be at least 1"),
+        (["--responses", "m={r}", "--json-attempts", "0"], "--json-attempts: must be at least 1"),
         (["--responses", "m={r}", "--prompt", "nope"], "--prompt nope"),
         (["--responses", "m={noclaim}"], "--questions"),
         (["--responses", "m={r}", "--judge-model", ""], "--judge-model"),
@@ -169,7 +169,7 @@ def test_the_library_takes_plain_values(tmp_path, no_key_env):
     assert config == config_from_args(parse("--responses", f"m={responses}", "--out", out,
                                             "--backend", "heuristic", "--limit", "1"))  # fmt: skip
     assert config.responses == [("m", str(responses))]
-    with pytest.raises(UserError, match="--limit must be at least 1"):
+    with pytest.raises(UserError, match="--limit: must be at least 1"):
         config_from_values(
             {"responses": [f"m={responses}"], "out": str(out), "backend": "heuristic", "limit": 0}
         )

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from vqa_r1.cli.common import exit_status
+from vqa_r1.cli.common import ArgumentParser, exit_status
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -51,7 +51,7 @@ VERBS: dict[str, tuple[str, str]] = {
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vqa-r1", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="vqa-r1", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     wanted = argv[0] if argv else None

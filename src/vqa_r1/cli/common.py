@@ -4,16 +4,44 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vqa_r1.config import RunConfig
+from vqa_r1.domains import Domain
 from vqa_r1.errors import UserError, unwritable_message
 from vqa_r1.run_dir import failure_reason, write_failed
 from vqa_r1.typed_config import help_text
 
 if TYPE_CHECKING:  # the launcher's builder imports half the package: `vqa-r1 data` needs none
     from vqa_r1.launch.build import RunSpec
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with its errors on one line, as the suite's own: ``error: argument
+    --gpus: must be at least 0, got -1 (vqa-r1 doctor --help lists the options)``, exit status 2
+    (argparse prints its usage block first, which buries the line that says what is wrong)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"error: {message} (`{self.prog} --help` lists the options)\n")
+
+
+def number(domain: Domain, kind: type = int) -> Callable[[str], int | float]:
+    """An argparse ``type=`` for a numeric flag with its range (domains.py): ``--gpus -1`` is
+    refused as the command starts, ``argument --gpus: must be at least 0, got -1``."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            word = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {word}, got {text!r}") from None
+        if not domain.allows(value):
+            raise argparse.ArgumentTypeError(f"must be {domain.text()}, got {value}")
+        return value
+
+    return parse
 
 
 def add_set_argument(

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 
+from vqa_r1.cli.common import number
+from vqa_r1.domains import at_least
+
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     add_doctor_arguments(parser)
     parser.add_argument(
         "--gpus",
-        type=int,
+        type=number(at_least(0)),
         default=0,
         help="GPUs this machine must be able to use: a usable GPU is then required (a FAIL "
         "otherwise); 0 (default): a missing GPU is a warning",

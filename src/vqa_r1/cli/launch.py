@@ -24,6 +24,7 @@ import yaml
 from vqa_r1.cli import doctor as doctor_cli
 from vqa_r1.cli import pretrain as pretrain_cli
 from vqa_r1.cli.common import (
+    ArgumentParser,
     add_dataset_argument,
     add_model_argument,
     add_output_dir_argument,
@@ -32,9 +33,11 @@ from vqa_r1.cli.common import (
     add_run_arguments,
     add_set_argument,
     exit_status,
+    number,
     run_spec,
 )
 from vqa_r1.cli.judge_options import add_launch_arguments, config_from_args
+from vqa_r1.domains import at_least
 from vqa_r1.experiments.spec import list_specs
 from vqa_r1.judge.job import server_setup_lines
 from vqa_r1.launch import build, executor
@@ -57,7 +60,7 @@ JOB_HELP = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slurm/launch.py", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="slurm/launch.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for verb in JOB_VERBS:
         # judge has a --dry-run of its own (a cost estimate); here the launcher's meaning wins
@@ -107,7 +110,10 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
         "each in <output-dir>/<key>=<value>",
     )
     g.add_argument(
-        "--parallel", type=int, default=None, help="run at most this many sweep elements at once"
+        "--parallel",
+        type=number(at_least(1)),
+        default=None,
+        help="run at most this many sweep elements at once",
     )
 
 
@@ -148,7 +154,9 @@ def add_chain_and_monitor_verbs(sub) -> None:
         if verb == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
         if verb == "logs":
-            p.add_argument("-n", "--lines", type=int, default=40, help="lines to show (0: all)")
+            p.add_argument(
+                "-n", "--lines", type=number(at_least(0)), default=40, help="lines to show (0: all)"
+            )
             p.add_argument("--stderr", action="store_true", help="the job's stderr log")
 
 
@@ -166,11 +174,18 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="cluster profile in slurm/clusters (default: $VQA_R1_CLUSTER or generic-gpu)",
     )
-    g.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: the recipe's)")
-    g.add_argument("--nodes", type=int, default=None, help="nodes (default: the recipe's)")
+    g.add_argument(
+        "--gpus",
+        type=number(at_least(0)),
+        default=None,
+        help="GPUs per node (default: the recipe's)",
+    )
+    g.add_argument(
+        "--nodes", type=number(at_least(1)), default=None, help="nodes (default: the recipe's)"
+    )
     g.add_argument(
         "--processes-per-node",
-        type=int,
+        type=number(at_least(1)),
         default=None,
         metavar="N",
         help="training processes per node (SLURM tasks joined by torch.distributed); default: "
@@ -190,7 +205,7 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--max-requeues",
-        type=int,
+        type=number(at_least(0)),
         default=50,
         help="stop requeueing after this many restarts (reported in status.json)",
     )

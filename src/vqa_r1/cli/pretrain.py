@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, run_inprocess
+from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, number, run_inprocess
+from vqa_r1.domains import at_least
 from vqa_r1.launch.build import pretrain_graph
 from vqa_r1.launch.request import JobOptions
 from vqa_r1.logging_setup import setup_logging
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "pretrain") -> No
     parser.epilog = "pretraining keys (--set KEY=VALUE):\n" + help_text(PretrainConfig)
     parser.add_argument(
         "--stop-after",
-        type=int,
+        type=number(at_least(1)),
         default=None,
         metavar="N",
         help="stop after N steps of the same run (same schedule): a prefix to check "

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, run_inprocess
+from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, number, run_inprocess
+from vqa_r1.domains import at_least
 from vqa_r1.logging_setup import setup_logging
 from vqa_r1.typed_config import help_text
 
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "prompt-tune") ->
     )
     parser.add_argument(
         "--stop-after",
-        type=int,
+        type=number(at_least(1)),
         default=None,
         metavar="N",
         help="stop after N steps of the same run (a killed run); run again to resume",

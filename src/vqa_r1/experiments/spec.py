@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from vqa_r1.domains import ANY, SEED
 from vqa_r1.errors import UserError
 from vqa_r1.typed_config import build, load_mapping, option, parse_overrides
 
@@ -65,7 +66,7 @@ class ExperimentSpec:
         help="text-bias: 'none' or target accuracies of the bias classifier",
         parse=_levels,
     )
-    bias_seed: int = option(0, help="text-bias: undersampling seed")
+    bias_seed: int = option(0, help="text-bias: undersampling seed", domain=SEED)
     real_dataset: str = option(
         "shifted", help="sim2real: 'shifted' (synthetic domain shift) or a real dataset folder"
     )
@@ -73,7 +74,7 @@ class ExperimentSpec:
         default_factory=list, help="drivingvqa: GRPO rewards; empty: the recipe's"
     )
     grpo_reward_weights: list[float] | None = option(
-        None, help="drivingvqa: one weight per GRPO reward; none: all 1"
+        None, help="drivingvqa: one weight per GRPO reward; none: all 1", domain=ANY
     )
     prompt_modes: list[str] = option(
         default_factory=lambda: ["answer", "reasoning"], help="prompt-tuning: modes compared"
@@ -99,7 +100,7 @@ class ExperimentSpec:
         "7-10 objects: out of distribution)",
         minimum=1,
     )
-    counting_seed: int = option(0, help="counting: the scenes' seed")
+    counting_seed: int = option(0, help="counting: the scenes' seed", domain=SEED)
     counting_image_size: int = option(
         112, help="counting: image side in pixels (at least 112: 10 objects must fit)", minimum=112
     )
@@ -122,9 +123,10 @@ class ExperimentSpec:
     cryptogram_word_counts: list[int] = option(
         default_factory=lambda: [1, 2],
         help="cryptogram: words per message, each an equal share of every split (r1_vlm: 1,2,3)",
+        minimum=1,
     )
     cryptogram_word_lengths: list[int] = option(
-        default_factory=lambda: [2, 3], help="cryptogram: letters per word, min,max"
+        default_factory=lambda: [2, 3], help="cryptogram: letters per word, min,max", minimum=1
     )
     cryptogram_image_size: int = option(
         96, help="cryptogram: decoder image side in pixels", minimum=48
@@ -138,7 +140,7 @@ class ExperimentSpec:
     cryptogram_test: int = option(
         200, help="cryptogram: held-out messages in the test split (every model)", minimum=1
     )
-    cryptogram_seed: int = option(0, help="cryptogram: the dataset's seed")
+    cryptogram_seed: int = option(0, help="cryptogram: the dataset's seed", domain=SEED)
     cryptogram_order: Literal["curriculum", "shuffled"] = option(
         "curriculum",
         help="cryptogram: train rows ordered by word count (curriculum; the runs keep the order: "

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from vqa_r1 import claims
+from vqa_r1.domains import above, between
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_text
 from vqa_r1.judge.batch import BatchJudge, BatchReport
@@ -67,7 +68,9 @@ class JudgeJobConfig:
         "taxonomy", help="taxonomy|simple (newest version), NAME_vN, or a template file"
     )
     temperature: float | None = cli_option(
-        None, help="sent only when given (o-series models accept only their default)"
+        None,
+        help="sent only when given (o-series models accept only their default)",
+        domain=between(0, 2, note="OpenAI's range"),
     )
     concurrency: int = cli_option(8, help="requests in flight", minimum=1)
     limit: int | None = cli_option(None, help="first N items of each model", minimum=1)
@@ -82,20 +85,24 @@ class JudgeJobConfig:
     use_cache: bool = cli_option(
         True, flag="--no-cache", help="neither read nor write the verdict cache"
     )
-    timeout: float = cli_option(120.0, help="seconds per request")
+    timeout: float = cli_option(120.0, help="seconds per request", domain=above(0))
     max_attempts: int = cli_option(6, help="requests per item on 429/5xx/timeouts", minimum=1)
     json_attempts: int = cli_option(
         3, help="requests per item whose reply is not a valid verdict", minimum=1
     )
-    backoff_base: float = cli_option(1.0, help="first backoff, seconds")
-    backoff_max: float = cli_option(60.0, help="longest backoff, seconds")
-    max_cost: float | None = cli_option(None, help="stop requesting at this many USD")
-    price_in: float | None = cli_option(None, help="USD per 1M input tokens")
-    price_out: float | None = cli_option(None, help="USD per 1M output tokens")
-    est_output_tokens: int = cli_option(
-        DEFAULT_OUTPUT_TOKENS, help="output tokens assumed per request by --dry-run and --max-cost"
+    backoff_base: float = cli_option(1.0, help="first backoff, seconds", minimum=0)
+    backoff_max: float = cli_option(60.0, help="longest backoff, seconds", minimum=0)
+    max_cost: float | None = cli_option(
+        None, help="stop requesting at this many USD", domain=above(0)
     )
-    max_tokens: int | None = cli_option(None, help="max_completion_tokens")
+    price_in: float | None = cli_option(None, help="USD per 1M input tokens", minimum=0)
+    price_out: float | None = cli_option(None, help="USD per 1M output tokens", minimum=0)
+    est_output_tokens: int = cli_option(
+        DEFAULT_OUTPUT_TOKENS,
+        help="output tokens assumed per request by --dry-run and --max-cost",
+        minimum=1,
+    )
+    max_tokens: int | None = cli_option(None, help="max_completion_tokens", minimum=1)
     json_mode: bool = cli_option(
         True,
         flag="--no-json-mode",
@@ -112,7 +119,9 @@ class JudgeJobConfig:
     )
     env_file: str = cli_option(".env", help="dotenv file read for the key")
     log_file: str | None = cli_option(None, help="also log here (secrets are redacted)")
-    progress_every: float = cli_option(10.0, flag=False, help="seconds between progress lines")
+    progress_every: float = cli_option(
+        10.0, flag=False, help="seconds between progress lines", domain=above(0)
+    )
     vllm_model: str | None = cli_option(
         None, group=VLLM_GROUP, help="HF model id or path served by vLLM in the job"
     )
@@ -123,6 +132,7 @@ class JudgeJobConfig:
         None,
         group=VLLM_GROUP,
         help=f"default: {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}, to avoid clashes",
+        domain=between(1, 65535),
     )
     vllm_args: list[str] = cli_option(
         default_factory=list,
@@ -131,7 +141,7 @@ class JudgeJobConfig:
         help="extra argument for `vllm serve`, e.g. --vllm-arg=--max-model-len=8192; repeat",
     )
     vllm_startup_timeout: int = cli_option(
-        1200, group=VLLM_GROUP, help="seconds to wait for the server's /v1/models"
+        1200, group=VLLM_GROUP, help="seconds to wait for the server's /v1/models", minimum=1
     )
 
     @property
@@ -183,11 +193,10 @@ def validate(config: JudgeJobConfig) -> None:
     if config.backend == "openai" and not config.model_name:
         raise UserError("--judge-model is required (e.g. --judge-model o4-mini)")
     for field in dataclasses.fields(config):
-        minimum, value = field.metadata.get("minimum"), getattr(config, field.name)
-        if minimum is not None and value is not None and value < minimum:
-            raise UserError(f"{flag_of(field)} must be at least {minimum}, got {value}")
-    if config.max_cost is not None and config.max_cost <= 0:
-        raise UserError("--max-cost must be positive")
+        if field.metadata.get("domain") is not None:
+            field.metadata["domain"].check(
+                getattr(config, field.name), flag_of(field) or field.name
+            )
     if config.vllm_model and config.backend != "openai":
         raise UserError("--vllm-model needs --backend openai")
     if config.vllm_model and config.base_url:

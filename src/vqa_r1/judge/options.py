@@ -12,6 +12,7 @@ import types
 from collections.abc import Callable
 from typing import Any, Literal
 
+from vqa_r1.domains import Domain
 from vqa_r1.typed_config import option
 
 _MISSING = dataclasses.MISSING
@@ -26,10 +27,13 @@ def cli_option(
     group: str | None = None,
     default_factory: Callable[[], Any] | Any = _MISSING,
     minimum: float | None = None,
+    domain: Domain | None = None,
 ) -> Any:
     """``typed_config.option`` and its flag: ``flag`` overrides ``--field-name`` (False: none),
     ``group`` names the help group the flag is listed under (None: the command's own)."""
-    field = option(default, help=help, default_factory=default_factory, minimum=minimum)
+    field = option(
+        default, help=help, default_factory=default_factory, minimum=minimum, domain=domain
+    )
     field.metadata = types.MappingProxyType(
         {**field.metadata, "flag": flag, "metavar": metavar, "group": group}
     )

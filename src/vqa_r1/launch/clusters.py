@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vqa_r1.domains import above, at_least
 from vqa_r1.errors import UserError
 from vqa_r1.typed_config import build, load_mapping, option
 
@@ -42,32 +43,38 @@ class ClusterProfile:
         "it), else as --gpus-per-node=N",
         parse=lambda r: _optional_str(r),
     )
-    gpus_per_node: int = option(0, help="default GPUs per node", parse=lambda r: _count(0)(r))
-    cpus_per_gpu: int = option(4, help="CPUs per GPU", parse=lambda r: _count(1)(r))
+    gpus_per_node: int = option(
+        0, help="default GPUs per node", parse=lambda r: _count(0)(r), minimum=0
+    )
+    cpus_per_gpu: int = option(4, help="CPUs per GPU", parse=lambda r: _count(1)(r), minimum=1)
     mem_per_gpu_gb: float | None = option(
-        None, help="memory per GPU in GB", parse=lambda r: _optional_gb(r)
+        None, help="memory per GPU in GB", parse=lambda r: _optional_gb(r), domain=above(0)
     )
     cpus_per_task: int = option(
         1,
         help="CPUs per process of a job without GPUs (merge, CPU evaluation, the local cluster)",
         parse=lambda r: _count(1)(r),
+        minimum=1,
     )
     mem_gb: float | None = option(
         None,
         help="memory per process of a job without GPUs, GB",
         parse=lambda r: _optional_gb(r),
+        domain=above(0),
     )
     max_time: int | None = option(
         None,
         help="the partition's time limit (SLURM time or UNLIMITED), kept in minutes; longer runs "
         "requeue themselves",
         parse=lambda r: _max_time(r),
+        domain=at_least(1, "minutes"),
     )
     signal_delay_s: int = option(
         120,
         help="SLURM warns this many seconds before the limit; the job checkpoints and requeues "
         "within it",
         parse=lambda r: _count(1)(r),
+        minimum=1,
     )
     setup: tuple[str, ...] = option(
         (), help="shell lines run before the job (modules, environments)", parse=lambda r: _setup(r)

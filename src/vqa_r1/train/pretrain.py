@@ -35,6 +35,7 @@ from vqa_r1.data.curriculum import (
     render_payload,
 )
 from vqa_r1.data.datasets import heldout_fingerprints
+from vqa_r1.domains import SEED, WARMUP, above
 from vqa_r1.errors import UserError
 from vqa_r1.io import follow_umask
 from vqa_r1.models.adapters import get_adapter
@@ -58,7 +59,7 @@ class PretrainConfig:
     at chance on the True/False comparison, README "Demo results"); each card gives its command."""
 
     family: str = option("qwen2_5_vl", help="model family (set by --family)")
-    seed: int = option(0, help="model init, curriculum and data order")
+    seed: int = option(0, help="model init, curriculum and data order", domain=SEED)
     hidden: int = option(128, help="language-model hidden size", minimum=1)
     layers: int = option(4, help="language-model layers", minimum=1)
     vocab: int = option(1024, help="tokenizer vocabulary size", minimum=1)
@@ -67,9 +68,13 @@ class PretrainConfig:
     per_device_train_batch_size: int = option(
         32, help="examples per step (TrainingArguments; one process)", minimum=1
     )
-    learning_rate: float = option(5e-4, help="peak learning rate (TrainingArguments)")
-    warmup_steps: float = option(0.05, help="warm-up steps; a float < 1 is a fraction of all steps")
-    weight_decay: float = option(0.0, help="TrainingArguments")
+    learning_rate: float = option(
+        5e-4, help="peak learning rate (TrainingArguments)", domain=above(0)
+    )
+    warmup_steps: float = option(
+        0.05, help="warm-up steps; a float < 1 is a fraction of all steps", domain=WARMUP
+    )
+    weight_decay: float = option(0.0, help="TrainingArguments", minimum=0)
     lr_scheduler_type: str = option("cosine", help="transformers scheduler name")
     logging_steps: int = option(10, help="loss-curve interval (TrainingArguments)", minimum=1)
     save_steps: int = option(
@@ -110,8 +115,6 @@ def validate(cfg: PretrainConfig) -> None:
         raise UserError(f"weights: unknown curriculum tasks {unknown}; choose from {list(TASKS)}")
     if cfg.weights and sum(cfg.weights.values()) <= 0:
         raise UserError("weights: at least one task needs a positive weight")
-    if cfg.learning_rate <= 0:
-        raise UserError("learning_rate must be positive")
     shipped = [n for n, m in MODELS.items() if m.pretrained and m.family == cfg.family]
     if cfg.name and cfg.name not in shipped:
         raise UserError(

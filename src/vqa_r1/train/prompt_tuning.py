@@ -51,6 +51,7 @@ from vqa_r1.claims import renamed_settings
 from vqa_r1.config import DEVICE_HELP, DataConfig, EvalConfig
 from vqa_r1.data.datasets import open_split, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
+from vqa_r1.domains import SEED, WARMUP, above
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_dir, atomic_write_json, atomic_write_text, follow_umask, read_jsonl
 from vqa_r1.models import base_record
@@ -75,8 +76,8 @@ class PromptTuneData(DataConfig):
     rationale: Literal["claim", "scene"] = option(
         "scene", help="claim: the relation that holds; scene: the layout, objects in order"
     )
-    synthetic_train: int = option(4000, help="synthetic data: training scenes")
-    synthetic_max_objects: int = option(2, help="synthetic data: most objects per scene")
+    synthetic_train: int = option(4000, help="synthetic data: training scenes", minimum=0)
+    synthetic_max_objects: int = option(2, help="synthetic data: most objects per scene", minimum=2)
     synthetic_distinct_colors: bool = option(True, help="every object of a scene a new colour")
     synthetic_background: Literal["plain", "ramp"] = option(
         "ramp", help="ramp: a position-coding background (data/synthetic.py)"
@@ -99,8 +100,12 @@ class PromptTuneModel:
 class PromptTuneTrain:
     """The run config's ``train.*`` keys that prompt tuning uses: TrainingArguments names."""
 
-    learning_rate: float = option(3e-2, help="peak learning rate (AdamW; TrainingArguments)")
-    warmup_steps: float = option(0.05, help="warm-up steps; a float < 1 is a fraction of max_steps")
+    learning_rate: float = option(
+        3e-2, help="peak learning rate (AdamW; TrainingArguments)", domain=above(0)
+    )
+    warmup_steps: float = option(
+        0.05, help="warm-up steps; a float < 1 is a fraction of max_steps", domain=WARMUP
+    )
     max_steps: int = option(
         600, help="optimizer steps (about 60-90 s on one thread for the default model)", minimum=1
     )
@@ -109,7 +114,7 @@ class PromptTuneTrain:
     )
     save_steps: int = option(50, help="checkpoint interval in steps", minimum=1)
     logging_steps: int = option(10, help="metrics.jsonl interval in steps", minimum=1)
-    seed: int = option(0, help="prompt init and data-order seed")
+    seed: int = option(0, help="prompt init and data-order seed", domain=SEED)
     num_threads: int = option(1, help="torch CPU threads", minimum=1)
 
 
@@ -163,8 +168,6 @@ def config_from_overrides(overrides: list[str] | None) -> PromptTuneConfig:
 def validate(cfg: PromptTuneConfig) -> None:
     spec = get_spec(cfg.model.name)
     check_family(spec.family)
-    if cfg.train.learning_rate <= 0:
-        raise UserError("train.learning_rate must be positive")
     check_device_setting(cfg.model.device)
     if cfg.init == "text" and not cfg.init_text.strip():
         raise UserError("init_text must not be empty when init=text")

@@ -170,8 +170,9 @@ def trainer_config_kwargs(config: RunConfig, rd: RunDir) -> tuple[type, dict]:
 def check_trl_config(config: RunConfig, processes: int) -> None:
     """TRL's own checks of the verb's config (``__post_init__``) and the values it documents but
     checks only in the trainer, on the login node: the config built as the run builds it, with
-    ``processes`` training processes in all. A UserError naming ``train.<key>`` where TRL's
-    message names one.
+    ``processes`` training processes in all. A UserError naming ``train.<key>`` and its value
+    where TRL's message names one. (PEFT's LoraConfig checks none of the lora keys: their ranges
+    are ours, domains.py.)
 
     Built here with what the login node cannot be: the output folder a temporary path (nothing
     is written), ``use_cpu=True`` and no tf32 or DeepSpeed (a GPU-less login node would trip
@@ -180,6 +181,7 @@ def check_trl_config(config: RunConfig, processes: int) -> None:
     from the world size, 1 here)."""
     import re
     import tempfile
+    import warnings
 
     from vqa_r1.trl_options import check_choices
 
@@ -203,16 +205,15 @@ def check_trl_config(config: RunConfig, processes: int) -> None:
                 f"divisible by the global batch size ({per_process} x {processes} processes)"
             )
     try:
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cls(**kwargs)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError) as err:  # TRL's messages often name neither key nor value
         text = " ".join(str(err).split())
-        named = [k for k in config.to_dict()["train"] if re.search(rf"\b{k}\b", text)]
-        where = f"train.{named[0]}" if named else f"train ({cls.__name__})"
-        raise UserError(f"{where}: {text}") from None
+        train = config.to_dict()["train"]
+        named = [f"train.{k}={v!r}" for k, v in train.items() if re.search(rf"\b{k}\b", text)]
+        where = ", ".join(named) or "train"
+        raise UserError(f"{where}: refused by {cls.__name__}: {text}") from None
 
 
 def build_trainer(
