@@ -455,3 +455,41 @@ def test_the_cryptogram_sizes_table_is_printed_from_its_files():
         [sys.executable, str(folder / "table.py")], capture_output=True, text=True, check=True
     ).stdout
     assert printed.count("\n") == 6 and printed in (folder / "README.md").read_text()
+
+
+def test_a_relaunch_with_a_changed_data_key_names_the_key_and_writes_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 30, item 9: a re-launch with another `experiment.counting_train` was refused naming
+    two dataset cache hashes (the step setting it changes), not the key the user typed; its
+    `--dry-run` the same, with exit 2; and the new data is not generated first."""
+    from vqa_r1.data.counting import CountingSpec, counting_target
+    from vqa_r1.launch import executor
+
+    # the first launch claims the folder, makes its data and records its steps, then stops
+    monkeypatch.setattr(executor, "_run", lambda graph, kind, *a: executor.Outcome(130, kind))
+    root = tmp_path / "counting"
+    small = ["--set", "experiment.counting_validation=2", "--set", "experiment.counting_test=2",
+             "--set", "experiment.counting_test_b=2"]  # fmt: skip
+    argv = ["experiment", "counting", "--model", "tiny-qwen2.5-vl", "--executor", "inprocess",
+            *small, "--output-dir", str(root)]  # fmt: skip
+    assert launch_main([*argv, "--set", "experiment.counting_train=8"]) == 130
+    assert (root / "experiment.json").is_file()
+    capsys.readouterr()
+    recorded = sorted(p.name for p in root.rglob("*"))
+    for extra in ([], ["--dry-run"]):
+        code = launch_main([*argv, "--set", "experiment.counting_train=9", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert err == (
+            f"error: {root / 'experiment.json'}: this experiment was launched with other "
+            "settings: experiment.counting_train: 8 there, 9 now. Re-launch with the same --set "
+            "values, or give it a new --output-dir (--overwrite moves this one aside)\n"
+        )
+    assert sorted(p.name for p in root.rglob("*")) == recorded
+    spec = load_spec("counting", ["counting_validation=2", "counting_test=2",
+                                  "counting_test_b=2", "counting_train=9"])  # fmt: skip
+    from vqa_r1.experiments.counting import counting_spec
+
+    assert isinstance(counting_spec(spec), CountingSpec)
+    assert not counting_target(counting_spec(spec)).exists()  # the new data: not generated

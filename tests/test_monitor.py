@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from vqa_r1.errors import UserError
 from vqa_r1.launch import monitor
+from vqa_r1.run_dir import RunDir, process_identity, process_started
 
 
 def rows(text: str) -> dict[str, dict[str, str]]:
@@ -104,7 +109,8 @@ def test_cancel_scancels_unfinished_slurm_jobs_only(tmp_path, monkeypatch, scanc
         "cancelled job 30_0 (a, was RUNNING)",
         "cancelled job 30_2 (b, was PENDING)",
         "already finished, not cancelled: c (job 31, COMPLETED)",
-        "not SLURM jobs: d (local pid 4321: stop it with kill)",
+        "not stopped: this host cannot tell whether the recorded process is still that job "
+        "(another host, or recorded by an older version): d (pid 4321)",
     ]
 
 
@@ -120,3 +126,109 @@ def test_a_failed_scancel_is_an_error_that_says_what_was_cancelled(
     assert "cancelled job 665 (ok, was RUNNING)" in str(err.value)
     assert "scancel 666 (theirs) failed" in str(err.value)
     assert scancel_calls.read_text().split() == ["665", "666"]
+
+
+# ------------------------------------------------------------------------------- local processes
+
+# a stand-in for submitit's controller: it starts a task that writes down the signal it gets
+TASK = """
+import signal, sys, time
+def got(signum, frame):
+    open(sys.argv[1], "w").write(signal.Signals(signum).name)
+    sys.exit(0)
+signal.signal(signal.SIGINT, got)
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(60)
+"""
+CONTROLLER = f"""
+import subprocess, sys
+sys.exit(subprocess.call([sys.executable, "-c", {TASK!r}, sys.argv[1]]))
+"""
+
+
+def test_cancel_sends_ctrl_c_to_a_running_local_job_and_never_signals_a_reused_pid(tmp_path):
+    """Issue 30, item 9: `cancel` on a running local job stopped nothing (it said "stop it with
+    kill"), and on a finished one named pids that may belong to other processes by now."""
+    got = tmp_path / "got"
+    controller = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(got)],
+                                  start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not Path(f"{got}.ready").exists():
+        assert time.monotonic() < deadline and controller.poll() is None
+        time.sleep(0.05)
+    root = tmp_path / "pipeline"
+    steps = []
+    for name, pid, process in (
+        ("running", controller.pid, process_identity(controller.pid)),
+        # this test's own pid with another start time: a pid the recorded job left, reused
+        ("reused", os.getpid(), {**process_identity(os.getpid()),
+                                 "started": (process_started(os.getpid()) or 0) + 1}),
+    ):  # fmt: skip
+        run = root / name
+        run.mkdir(parents=True)
+        monitor.record_job(run, str(pid), "local", run / "jobs", "launch.py", process=process)
+        steps.append({"name": name, "run_dir": str(run), "job_id": str(pid), "state": "RUNNING"})
+    RunDir(root / "reused").update_status(state="COMPLETED")
+    (root / "launch.json").write_text(json.dumps({"kind": "pipeline", "steps": steps}))
+
+    message = monitor.cancel(str(root))
+    assert message.splitlines() == [
+        f"sent Ctrl-C to local job {controller.pid} (running, was RUNNING): it checkpoints at "
+        "its next step boundary and stops; the same command resumes",
+        f"already finished, not cancelled: reused (local job {os.getpid()}, COMPLETED)",
+    ]
+    assert controller.wait(timeout=30) == 0 and got.read_text() == "SIGINT"
+
+
+def test_a_local_state_is_checked_against_its_process(tmp_path):
+    """Issue 30, item 4: a step recorded RUNNING whose launch and job were killed shows how its
+    run ended (the job finished on its own), a killed evaluation shows DEAD with what to do
+    (it showed UNKNOWN with no note), and a pipeline whose launch is gone is STOPPED (it was IN
+    PROGRESS for good)."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = {"pid": int(gone.stdout), "host": socket.gethostname(), "started": 1}
+    root = tmp_path / "p"
+    steps = []
+    for name, state in (("sft", "RUNNING"), ("evaluate", "RUNNING"), ("grpo", "NOT RUN")):
+        run = root / name
+        run.mkdir(parents=True)
+        if state == "RUNNING":
+            monitor.record_job(run, "99", "local", run / "jobs", "launch.py", process=dead)
+        job_id = "99" if state == "RUNNING" else None
+        steps.append({"name": name, "run_dir": str(run), "job_id": job_id, "state": state})
+    RunDir(root / "sft").update_status(state="COMPLETED", global_step=80)
+    launch = {"kind": "pipeline", "driver": dead, "steps": steps}
+    (root / "launch.json").write_text(json.dumps(launch))
+    report = monitor.status_report(str(root))
+    lines = report.splitlines()
+    assert lines[0].split()[:4] == ["sft", "job", "99", "COMPLETED"], report
+    assert lines[1].split()[:4] == ["evaluate", "job", "99", "DEAD"], report
+    assert (f"local job 99 (pid {dead['pid']} on {dead['host']}) is gone and the run recorded "
+            "no end: killed (SIGKILL, out of memory?); the same command resumes") in report  # fmt: skip
+    assert "RUNNING" not in report
+    assert lines[-1].startswith("pipeline STOPPED: step evaluate ended DEAD"), report
+    # the launch gone with every started step ended well: STOPPED, with what to do
+    RunDir(root / "evaluate").update_status(state="COMPLETED")
+    report = monitor.status_report(str(root))
+    assert report.splitlines()[-1] == (
+        f"pipeline STOPPED: its launch (pid {dead['pid']} on {dead['host']}) is gone (killed?); "
+        "2 of 3 steps completed; not run: grpo; run the same command to go on"
+    ), report
+
+
+def test_a_sacct_that_cannot_be_run_is_named_not_a_folder_to_write(tmp_path, monkeypatch):
+    """Issue 30, item 9: a sacct on PATH that cannot be run (no execute permission) was reported
+    as "choose a folder you can write"."""
+    from cli_helpers import run_in_process
+
+    from vqa_r1.cli.launch import main
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text("#!/bin/sh\nexit 0\n")  # not executable
+    monkeypatch.setenv("PATH", str(bin_dir))  # the only sacct there is
+    out = run_in_process(main, ["status", "1234"])
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("error: sacct cannot be run (Permission denied)"), out.stderr
+    assert "folder" not in out.stderr and "SLURM" in out.stderr

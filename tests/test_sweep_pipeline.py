@@ -485,3 +485,34 @@ def test_unknown_targets_are_clear_errors(tmp_path, monkeypatch):
         monitor.resolve_target("999999")
     out = launch("status", str(tmp_path))
     assert out.returncode == 2 and "not a launch folder or run directory" in out.stderr
+
+
+def test_no_wait_on_a_local_pipeline_says_it_runs_the_steps_and_waits(tmp_path, monkeypatch):
+    """Issue 30, item 9: `--no-wait` on a local pipeline blocked to the end without a word (a
+    local launch of several steps runs them from the command itself). Jobs are stand-ins here:
+    what is proven is the note, before the first step starts."""
+    from vqa_r1.launch import executor
+
+    started = []
+
+    class Job:
+        job_id = str(os.getpid())
+
+    def submit(request, kind, log_dir, waits=None):
+        started.append(request.job_name)
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        return Job()
+
+    monkeypatch.setattr(executor, "submit", submit)
+    monkeypatch.setattr(executor, "wait_through_ctrl_c", lambda name, job: ("done", {}))
+    root = tmp_path / "p"
+    out = launch("pipeline", *TINY, "--executor", "local", "--steps", "sft,evaluate",
+                 "--no-wait", "--output-dir", root)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    note = [line for line in out.stderr.splitlines() if "--no-wait" in line]
+    assert note == [
+        "note: --no-wait: a local pipeline runs its steps one after another from this command, "
+        "which waits for them (to leave it running: nohup ... &, or a SLURM cluster, where the "
+        "queue chains them)"
+    ], out.stderr
+    assert len(started) == 2 and "pipeline completed" in out.stdout

@@ -201,7 +201,10 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
         help="print the job script and configuration; submit nothing",
     )
     g.add_argument(
-        "--no-wait", action="store_true", help="local executor: return at once instead of waiting"
+        "--no-wait",
+        action="store_true",
+        help="local executor: a single job returns at once instead of waiting (a local "
+        "launch of several steps runs them from this command and waits; it says so)",
     )
     g.add_argument(
         "--max-requeues",

@@ -28,10 +28,11 @@ from vqa_r1.experiments.spec import list_specs, load_spec
 from vqa_r1.experiments.study import Study, split_overrides
 from vqa_r1.io import atomic_write_json
 from vqa_r1.launch import executor
-from vqa_r1.launch.build import GraphBuilder
+from vqa_r1.launch.build import GraphBuilder, RelaunchRefused
 from vqa_r1.launch.graph import Graph, order
 from vqa_r1.launch.request import JobOptions
 from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment
+from vqa_r1.settings import differences, flatten
 from vqa_r1.typed_config import to_dict
 
 DESIGNS = {
@@ -64,9 +65,31 @@ def build_study(
     previous = {} if job.overwrite else previous_steps(root)
     builder = GraphBuilder(job, previous=previous, previous_file=root / EXPERIMENT_FILE)
     study = Study(spec, label, model, root, builder, per_verb)
-    DESIGNS[spec.kind](study)
+    try:
+        DESIGNS[spec.kind](study)
+    except RelaunchRefused:
+        changed = spec_changes(root, to_dict(spec))
+        if not changed:
+            raise
+        raise UserError(
+            f"{root / EXPERIMENT_FILE}: this experiment was launched with other settings: "
+            f"{'; '.join(changed[:4])}. Re-launch with the same --set values, or give it a new "
+            "--output-dir (--overwrite moves this one aside)"
+        ) from None
     study.add_tables_step()
     return study
+
+
+def spec_changes(root: Path, spec: dict) -> list[str]:
+    """The ``experiment.*`` keys a re-launch changed (what a user typed; the step settings
+    they change, a generated dataset's cache folder among them, say less)."""
+    try:
+        before = read_experiment(root).get("spec")
+    except UserError:
+        return []
+    if not isinstance(before, dict):
+        return []
+    return [f"experiment.{d}" for d in differences(flatten(before), flatten(spec))]
 
 
 def previous_steps(root: Path) -> dict[str, dict]:

@@ -112,6 +112,11 @@ def step_settings(config: dict) -> dict:
     return flatten(comparable(config))
 
 
+class RelaunchRefused(UserError):
+    """A re-launch whose step settings differ from the previous launch's (``check_relaunch``);
+    an experiment names the ``experiment.*`` keys behind it instead, when those changed."""
+
+
 @dataclass
 class GraphBuilder:
     """Builds the checked steps of one launch with its ``JobOptions``, then its graph."""
@@ -539,7 +544,7 @@ class GraphBuilder:
         if differ:
             shown = "; ".join(differ[:4])
             more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
-            raise UserError(
+            raise RelaunchRefused(
                 f"{self.previous_file}: step {name} was started with other settings: "
                 f"{shown}{more}. Re-launch with the same --set values, or give it a new "
                 "--output-dir"

@@ -412,6 +412,10 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
     when a step failed, 130 when one was interrupted."""
     todo = [s for s in order(graph.steps) if not s.done]
     single = graph.single
+    if no_wait and not single:  # nothing here would start the next step once this returned
+        print(f"note: --no-wait: a local {graph.kind} runs its steps one after another from this "
+              "command, which waits for them (to leave it running: nohup ... &, or a SLURM "
+              "cluster, where the queue chains them)", file=sys.stderr, flush=True)  # fmt: skip
     if not single:  # a run's folder is claimed by its submission: nothing is written before
         write_state(graph, runs, "local", command)
     jobs: dict[str, Any] = {}

@@ -140,6 +140,15 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     except FileNotFoundError:
         raise UserError(f"{command[0]} not found: this needs a SLURM login node") from None
+    except OSError as err:  # found but not runnable: not a folder of the user's to fix
+        raise UserError(
+            f"{command[0]} cannot be run ({err.strerror or err}): check the SLURM client on "
+            "your PATH (`which " + command[0] + "`) or run this on a SLURM login node"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"{command[0]} gave no answer in 60 s: is the SLURM controller up?"
+        ) from None
 
 
 def query_sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
@@ -149,7 +158,11 @@ def query_sacct(job_ids: list[str]) -> dict[str, dict[str, str]]:
         return {}
     result = _run(sacct_command(job_ids))
     if result.returncode != 0:
-        raise UserError(f"sacct failed: {result.stderr.strip()}")
+        said = " ".join(result.stderr.split()) or f"exit status {result.returncode}"
+        raise UserError(
+            f"sacct failed: {said} (the accounting database answers `status` on SLURM; ask your "
+            "admins whether slurmdbd is up)"
+        )
     return parse_sacct(result.stdout)
 
 
@@ -593,8 +606,8 @@ def cancel(target: str) -> str:
         lines.append("already finished, not cancelled: " + ", ".join(done))
     if unknown:
         lines.append(
-            "recorded as running, but this host cannot tell whether the recorded process is "
-            "still that job (another host, or recorded by an older version): " + ", ".join(unknown)
+            "not stopped: this host cannot tell whether the recorded process is still that "
+            "job (another host, or recorded by an older version): " + ", ".join(unknown)
         )
     if failed:
         raise UserError("\n".join(lines + failed))
