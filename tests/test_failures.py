@@ -228,3 +228,33 @@ def test_a_slurm_job_that_ended_is_not_shown_running(tmp_path, monkeypatch, sacc
     got = monitor.job_status(entry, rows)
     assert got.state == sacct and got.run_state == run
     assert (f"the job ended {sacct} while status.json said RUNNING" in got.note) == (run == "DEAD")
+
+
+def test_a_local_job_killed_with_no_word_is_named_so_by_the_launch(tmp_path):
+    """Issue 30, item 4: the local pipeline reported a SIGKILLed step as `FAILED: Error stream
+    produced:;` (submitit's header line taken for an exception line)."""
+    import subprocess
+    import sys
+
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+
+    from vqa_r1.launch.executor import failure_reason, job_failure
+
+    no_result = UncompletedJobError(
+        "Job 4823 (task: 0) with path /x/4823_0_result.pkl\nhas not produced any output (state: "
+        "FINISHED)\nError stream produced:\n----------------------------------------\n"
+        " 12%|#2        | 5/40 [00:01<00:07,  4.91it/s]\n"
+    )
+    assert job_failure(tmp_path, no_result) == (
+        "the job ended without a result: killed (SIGKILL, out of memory?); the same command "
+        "runs it again"
+    )
+    # a run that recorded RUNNING and whose process is gone: status's own DEAD line
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    RunDir(tmp_path).update_status(state="RUNNING", pid=int(gone.stdout), started=None)
+    assert "is gone but status.json says RUNNING: killed (SIGKILL, out of memory?)" in (
+        job_failure(tmp_path, no_result)
+    )
+    raised = FailedJobError("Job failed\nError stream produced:\nTraceback\nValueError: bad x\n")
+    assert failure_reason(raised) == "ValueError: bad x"

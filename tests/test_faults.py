@@ -258,16 +258,32 @@ def _state(pid: int) -> str:
 # ----------------------------------------------------------------- one Ctrl-C
 
 
+GRPO_40 = ["--set", "train.max_steps=40", "--set", "train.save_steps=5", "--set",
+           "train.logging_steps=1", "--set", "train.num_generations=2", "--set",
+           "train.max_completion_length=8", "--set", "train.reward_funcs=[format]"]  # fmt: skip
+PRETRAIN_40 = ["--family", "qwen2.5-vl",
+               *[x for s in ("max_steps=40", "examples=64", "save_steps=5", "eval_examples=1",
+                             "hidden=32", "layers=1", "per_device_train_batch_size=2",
+                             "logging_steps=1") for x in ("--set", s)]]  # fmt: skip
+CTRL_C = {
+    "sft": (["sft", *TINY, *TRAIN_40], "--output-dir", "steps"),
+    "grpo": (["grpo", *TINY, *GRPO_40], "--output-dir", "steps"),
+    "pretrain": (["pretrain", *PRETRAIN_40], "--out", "steps"),
+    "evaluate": (["evaluate", *TINY, "--limit", "400", "--batch-size", "4"], "--output-dir",
+                 "batches"),
+}  # fmt: skip
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("verb", ["sft", "evaluate"])
+@pytest.mark.parametrize("verb", list(CTRL_C))
 def test_one_ctrl_c_stops_with_what_was_done_kept_and_the_same_command_goes_on(tmp_path, verb):
     mine = user_folder(tmp_path)
     out = mine / verb
-    if verb == "sft":
-        argv = ["sft", *TINY, *TRAIN_40, "--output-dir", str(out)]
+    words, flag, kind = CTRL_C[verb]
+    argv = [*words, flag, str(out)]
+    if kind == "steps":
         ready = lambda: logged_step(out) >= 3  # noqa: E731
     else:
-        argv = ["evaluate", *TINY, "--limit", "400", "--batch-size", "4", "--output-dir", str(out)]
         ready = lambda: (out / "batches.jsonl").exists()  # noqa: E731
     job = start([*VQA, *argv])
     wait_for(ready, job)
@@ -277,7 +293,7 @@ def test_one_ctrl_c_stops_with_what_was_done_kept_and_the_same_command_goes_on(t
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     state = json.loads((out / "status.json").read_text())
     assert state["state"] == "INTERRUPTED", state
-    if verb == "sft":
+    if kind == "steps":
         step = state["global_step"]
         assert (out / "checkpoints" / f"checkpoint-{step}").is_dir(), state
         assert f"checkpoint-{step} saved; the same command resumes" in state["reason"]
@@ -333,8 +349,12 @@ def full_filesystem(tmp_path: Path, free_kib: int):
 
 FULL = [
     ("sft", "vqa-r1", ["sft", *TINY, *ONE_STEP], "--output-dir"),
+    ("grpo", "vqa-r1", ["grpo", *TINY, *GRPO], "--output-dir"),
     ("evaluate", "vqa-r1", ["evaluate", *TINY, *EVAL], "--output-dir"),
+    ("prompt-tune", "vqa-r1", ["prompt-tune", *PROMPT_TUNE], "--output-dir"),
+    ("pretrain", "vqa-r1", ["pretrain", *PRETRAIN], "--out"),
     ("data-generate", "vqa-r1", ["data", "generate", *GEN], "--out"),
+    ("data-bias", "vqa-r1", ["data", "bias", "--kind", "text", "--target", "0.7"], "--out"),
     ("launch-sft", "launch", ["sft", *TINY, *ONE_STEP, "--executor", "inprocess"], "--output-dir"),
 ]
 

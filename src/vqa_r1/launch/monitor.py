@@ -206,11 +206,12 @@ def resolve_target(target: str) -> tuple[str, list[Entry]]:
                 entry.driver = driver
                 entry.after = [d for d in step.get("after") or [] if isinstance(d, str)]
             return kind, entries
-        if (path / JOBS_FILE).exists() or (path / "config.yaml").exists():
+        ours = (JOBS_FILE, "config.yaml", "status.json", claims.MARKER)  # any run of a verb
+        if any((path / name).exists() for name in ours):
             return "run", [_entry(path.resolve().name, path, None)]
         raise UserError(
             f"{target}: not a launch folder or run directory (none of {STATE_FILE}, "
-            f"{EXPERIMENT_FILE}, {JOBS_FILE}, config.yaml is there)"
+            f"{EXPERIMENT_FILE}, {', '.join(ours)} is there)"
         )
     if JOB_ID.match(target):
         return "job", [Entry(f"job {target}", None, job_by_id(target))]
