@@ -296,6 +296,25 @@ def read_steps(root: Path) -> dict[str, str | None]:
         return {}
 
 
+def ctrl_c_when(args: list[str], ready) -> tuple[int, str, str]:
+    """`slurm/launch.py ARGS` started as in a terminal (its own process group), one Ctrl-C to
+    that group (the launcher and whatever shares its group) once ``ready()``: exit status,
+    stdout, stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
+    first = subprocess.Popen(
+        [*LAUNCH, *args], cwd=REPO, env=env, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not ready():
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGINT)
+    out, err = first.communicate(timeout=120)
+    return first.returncode, out, err
+
+
 @pytest.mark.slow
 def test_a_local_pipeline_relaunched_after_its_first_step_skips_it(tmp_path):
     """Ctrl-C while evaluate runs, after sft finished: the same command again runs evaluate only
@@ -305,19 +324,10 @@ def test_a_local_pipeline_relaunched_after_its_first_step_skips_it(tmp_path):
         "pipeline", *TINY, "--executor", "local", "--steps", "sft,evaluate",
         "--set", "train.max_steps=2", "--set", "evaluate:eval.limit=64", "--output-dir", str(root),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
-    first = subprocess.Popen(
-        [*LAUNCH, *args], cwd=REPO, env=env, text=True, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    deadline = time.monotonic() + 240
-    while read_steps(root) != {"sft": "COMPLETED", "evaluate": "RUNNING"}:
-        assert first.poll() is None, first.communicate()
-        assert time.monotonic() < deadline, read_steps(root)
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGINT)  # Ctrl-C in the terminal: the launcher and its job
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 130, out + err
+    code, out, err = ctrl_c_when(
+        args, lambda: read_steps(root) == {"sft": "COMPLETED", "evaluate": "RUNNING"}
+    )
+    assert code == 130, out + err
     assert read_steps(root) == {"sft": "COMPLETED", "evaluate": "INTERRUPTED"}
     adapter = root / "sft" / "final" / "adapter_model.safetensors"
     sft_record = (root / "sft" / "jobs.json").read_text(), adapter.stat().st_mtime_ns
@@ -350,19 +360,8 @@ def test_one_ctrl_c_through_the_launcher_checkpoints_at_the_next_step_and_resume
         "sft", *TINY, "--executor", "local", "--set", "train.max_steps=60",
         "--set", "train.save_steps=20", "--set", "train.logging_steps=1", "--output-dir", str(run),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED}
-    first = subprocess.Popen(
-        [*LAUNCH, *args], cwd=REPO, env=env, text=True, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    deadline = time.monotonic() + 240
-    while last_logged_step(run) < 22:
-        assert first.poll() is None, first.communicate()
-        assert time.monotonic() < deadline, last_logged_step(run)
-        time.sleep(0.05)
-    os.killpg(first.pid, signal.SIGINT)  # one Ctrl-C in the terminal: launcher, controller, job
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 130, out + err
+    code, out, err = ctrl_c_when(args, lambda: last_logged_step(run) >= 22)
+    assert code == 130, out + err
     assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err, err
     status = json.loads((run / "status.json").read_text())
     stopped = status["global_step"]
