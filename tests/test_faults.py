@@ -76,8 +76,20 @@ def one_error_line(stderr: str) -> str:
     return errors[0]
 
 
+def responses(tmp_path: Path, n: int = 4) -> Path:
+    rows = [{"question": f"The cat {i} is left of the dog.", "true_response": " True ",
+             "predicted_response": "The cat sits left of the dog. Answer: True"}
+            for i in range(n)]  # fmt: skip
+    path = tmp_path / "generated_responses.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
 def complete(out: Path) -> bool:
-    """The command's output is complete: its folder, or every step of a launch of several."""
+    """The command's output is complete: its folder, or every step of a launch of several (a
+    judge's: the checks file it names)."""
+    if out.suffix == ".json":
+        return out.is_file() and bool(json.loads(out.read_text()))
     try:
         state = json.loads((out / "launch.json").read_text())
     except FileNotFoundError:
@@ -111,6 +123,12 @@ REFUSALS = [
      "--min-objects", "--out"),
     ("data-bias", "vqa-r1", ["data", "bias", "--kind", "text"], ["--target", "0.2"],
      ["--target", "0.7"], "cannot be reached", "--out"),
+    ("data-counting", "vqa-r1", ["data", "counting", *GEN, "--test-b", "2"], ["--train", "-1"],
+     [], "--train -1", "--out"),
+    ("data-cryptogram", "vqa-r1", ["data", "cryptogram", *GEN], ["--word-lengths", "3"], [],
+     "--word-lengths", "--out"),
+    ("judge", "vqa-r1", ["judge", "run", "--backend", "heuristic", "--responses", "RESPONSES"],
+     ["--limit", "0"], ["--limit", "2"], "--limit", "--out"),
     ("launch-sft", "launch", ["sft", *TINY, *ONE_STEP, "--executor", "inprocess"],
      ["--set", "train.learning_rate=0"], [], "train.learning_rate", "--output-dir"),
     ("launch-pipeline", "launch",
@@ -130,10 +148,13 @@ def test_a_refused_command_writes_nothing_and_the_corrected_one_runs_there(
 ):
     mine = user_folder(tmp_path)
     out = mine / "out"
+    if "RESPONSES" in argv:  # a judge reads an evaluation's responses: a small file of them
+        argv = [f"m={responses(tmp_path)}" if a == "RESPONSES" else a for a in argv]
+        out = mine / "checks.json"
     refused = run(entry, [*argv, *bad, flag, str(out)])
     line = one_error_line(refused.stderr)
     assert refused.returncode == 2 and words in line, refused.stderr
-    assert not out.exists(), sorted(p.name for p in out.iterdir())
+    assert not out.exists(), sorted(p.name for p in mine.iterdir())
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
 
     corrected = run(entry, [*argv, *good, flag, str(out)])
@@ -174,44 +195,54 @@ VQA = [sys.executable, "-m", "vqa_r1"]
 LAUNCH = [sys.executable, str(REPO / "slurm" / "launch.py")]
 TRAIN_40 = ["--set", "train.max_steps=40", "--set", "train.save_steps=5",
             "--set", "train.logging_steps=1"]  # fmt: skip
+GRPO_40 = ["--set", "train.max_steps=40", "--set", "train.save_steps=5", "--set",
+           "train.logging_steps=1", "--set", "train.num_generations=2", "--set",
+           "train.max_completion_length=8", "--set", "train.reward_funcs=[format]"]  # fmt: skip
+PRETRAIN_40 = ["--family", "qwen2.5-vl",
+               *[x for s in ("max_steps=40", "examples=64", "save_steps=5", "eval_examples=1",
+                             "hidden=32", "layers=1", "per_device_train_batch_size=2",
+                             "logging_steps=1") for x in ("--set", s)]]  # fmt: skip
+
+
+KILLED = {
+    "sft": (["sft", *TINY, *TRAIN_40], "--output-dir", "checkpoint"),
+    "grpo": (["grpo", *TINY, *GRPO_40], "--output-dir", "checkpoint"),
+    "pretrain": (["pretrain", *PRETRAIN_40], "--out", "checkpoint"),
+    "evaluate": (["evaluate", *TINY, "--limit", "400", "--batch-size", "4"], "--output-dir",
+                 "batches"),
+    "data-generate": (["data", "generate", "--train", "3000", "--validation", "2", "--test", "2"],
+                      "--out", "claimed"),
+}  # fmt: skip
 
 
 @pytest.mark.slow
-def test_kill_9_of_a_training_run_then_status_says_dead_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("verb", list(KILLED))
+def test_kill_9_then_status_says_dead_and_the_same_command_completes(tmp_path, verb):
+    """kill -9 (the OOM killer, a node's reboot): no word written. `status` says DEAD with what
+    to do (a killed evaluation, which writes no status.json while it runs, showed NOT
+    SUBMITTED), and the same command goes on (a training from a checkpoint) and completes."""
     mine = user_folder(tmp_path)
-    out = mine / "sft"
-    argv = ["sft", *TINY, *TRAIN_40, "--output-dir", str(out)]
+    out = mine / verb
+    words, flag, kind = KILLED[verb]
+    argv = [*words, flag, str(out)]
+    ready = {
+        "checkpoint": lambda: logged_step(out) >= 7,  # checkpoint-5 written
+        "batches": lambda: (out / "batches.jsonl").exists(),
+        "claimed": lambda: (out / claims.MARKER).exists() and (out / claims.LOCK).exists(),
+    }[kind]
     job = start([*VQA, *argv])
-    wait_for(lambda: logged_step(out) >= 7, job)  # checkpoint-5 written
+    wait_for(ready, job)
     os.killpg(job.pid, signal.SIGKILL)
     job.communicate()
     report = status_of(out)
-    assert "DEAD" in report and "killed (SIGKILL, out of memory?)" in report, report
-    assert "the same command resumes" in report
+    assert "DEAD" in report and "RUNNING" not in report, report
+    assert "killed (SIGKILL, out of memory?)" in report and "the same command" in report
     again = run("vqa-r1", argv)
     assert again.returncode == 0, again.stderr[-3000:]
-    state = json.loads((out / "status.json").read_text())
-    assert state["state"] == "COMPLETED" and state["global_step"] == 40, state
-    assert "checkpoint-" in str(state["resumed_from"]), state
-    assert "COMPLETED" in status_of(out)
-    assert (mine / "notes.txt").read_text() == NOTES
-
-
-@pytest.mark.slow
-def test_kill_9_of_an_evaluation_then_status_says_dead_and_the_same_command_completes(tmp_path):
-    mine = user_folder(tmp_path)
-    out = mine / "eval"
-    argv = ["evaluate", *TINY, "--limit", "400", "--batch-size", "4", "--output-dir", str(out)]
-    job = start([*VQA, *argv])
-    batches = out / "batches.jsonl"
-    wait_for(lambda: batches.exists() and batches.stat().st_size > 0, job)
-    os.killpg(job.pid, signal.SIGKILL)
-    job.communicate()
-    report = status_of(out)
-    assert "DEAD" in report and "the same command" in report, report
-    again = run("vqa-r1", [*argv[:-2], "--output-dir", str(out)])
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert (out / "scores.json").is_file() and "DEAD" not in status_of(out)
+    assert claims.is_complete(out) and "DEAD" not in status_of(out)
+    if kind == "checkpoint":
+        state = json.loads((out / "status.json").read_text())
+        assert "checkpoint-" in str(state.get("resumed_from")), state
     assert (mine / "notes.txt").read_text() == NOTES
 
 
@@ -258,13 +289,6 @@ def _state(pid: int) -> str:
 # ----------------------------------------------------------------- one Ctrl-C
 
 
-GRPO_40 = ["--set", "train.max_steps=40", "--set", "train.save_steps=5", "--set",
-           "train.logging_steps=1", "--set", "train.num_generations=2", "--set",
-           "train.max_completion_length=8", "--set", "train.reward_funcs=[format]"]  # fmt: skip
-PRETRAIN_40 = ["--family", "qwen2.5-vl",
-               *[x for s in ("max_steps=40", "examples=64", "save_steps=5", "eval_examples=1",
-                             "hidden=32", "layers=1", "per_device_train_batch_size=2",
-                             "logging_steps=1") for x in ("--set", s)]]  # fmt: skip
 CTRL_C = {
     "sft": (["sft", *TINY, *TRAIN_40], "--output-dir", "steps"),
     "grpo": (["grpo", *TINY, *GRPO_40], "--output-dir", "steps"),
@@ -355,6 +379,14 @@ FULL = [
     ("pretrain", "vqa-r1", ["pretrain", *PRETRAIN], "--out"),
     ("data-generate", "vqa-r1", ["data", "generate", *GEN], "--out"),
     ("data-bias", "vqa-r1", ["data", "bias", "--kind", "text", "--target", "0.7"], "--out"),
+    ("data-counting", "vqa-r1", ["data", "counting", *GEN, "--test-b", "2"], "--out"),
+    ("data-cryptogram", "vqa-r1", ["data", "cryptogram", *GEN], "--out"),
+    (
+        "judge",
+        "vqa-r1",
+        ["judge", "run", "--backend", "heuristic", "--no-cache", "--responses", "RESPONSES"],
+        "--out",
+    ),
     ("launch-sft", "launch", ["sft", *TINY, *ONE_STEP, "--executor", "inprocess"], "--output-dir"),
 ]
 
@@ -368,6 +400,9 @@ def test_a_full_filesystem_is_one_line_and_the_same_command_resumes_once_freed(
 ):
     with full_filesystem(tmp_path, free_kib=24) as (mine, free):
         out = mine / "out"
+        if "RESPONSES" in argv:  # more checks than the space left holds
+            argv = [f"m={responses(tmp_path, 400)}" if a == "RESPONSES" else a for a in argv]
+            out = mine / "checks.json"
         failed = run(entry, [*argv, flag, str(out)])
         line = one_error_line(failed.stderr)
         assert failed.returncode == 1, failed.stderr[-2000:]
@@ -379,5 +414,5 @@ def test_a_full_filesystem_is_one_line_and_the_same_command_resumes_once_freed(
             assert "FAILED" in report and "RUNNING" not in report, report
         again = run(entry, [*argv, flag, str(out)])
         assert again.returncode == 0, again.stderr[-3000:]
-        assert claims.is_complete(out)
+        assert complete(out)
         assert (mine / "notes.txt").read_text() == NOTES

@@ -25,7 +25,7 @@ import pytest
 from vqa_r1 import ranks
 from vqa_r1.launch import requeue
 from vqa_r1.launch.requeue import RequeueController
-from vqa_r1.run_dir import COMPLETE_MARKER, RunDir, latest_checkpoint
+from vqa_r1.run_dir import COMPLETE_MARKER, RunDir, latest_checkpoint, process_started
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tiny-qwen2.5-vl-pretrained"
@@ -399,6 +399,7 @@ def test_rank_helpers_before_a_process_group(monkeypatch, tmp_path):
         "written_by_rank": 0,
         "pid": os.getpid(),  # which process runs it: `status` tells a killed run by these
         "host": socket.gethostname(),
+        "started": process_started(os.getpid()),  # a pid alone may be another process's later
     }
     assert latest_checkpoint(rd.checkpoints) is None
 

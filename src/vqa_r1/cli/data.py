@@ -268,8 +268,9 @@ def _counting(args: argparse.Namespace) -> int:
 
     sizes = {"train": args.train, "validation": args.validation, "test": args.test}
     sizes["test_b"] = args.test_b
-    if any(n < 0 for n in sizes.values()):
-        raise UserError("scene counts must be 0 or more")
+    negative = [f"--{k.replace('_', '-')} {n}" for k, n in sizes.items() if n < 0]
+    if negative:
+        raise UserError(f"{', '.join(negative)}: a count of scenes is 0 or more")
     conditions = {"train": "A", "validation": "A", "test": "A", "test_b": "B"}
     try:
         spec = CountingSpec(
