@@ -4,6 +4,7 @@ this process (a one-step graph of the one builder and executor)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vqa_r1.cli.common import add_overwrite_argument, add_set_argument, number, run_inprocess
 from vqa_r1.domains import at_least
@@ -45,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if outcome.nothing_to_do:
         return 0
     record = outcome.results["pretrain"]
+    if record.get("state") == "INTERRUPTED":
+        print(f"pretrain interrupted: {record['reason']}; folder {args.out}", file=sys.stderr)
+        return 130
     if not record["complete"]:
         print(
             f"pretrain stopped after {record['global_step']} steps; losses in "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
@@ -45,7 +46,7 @@ from vqa_r1.models.loading import LoadedModel
 from vqa_r1.models.registry import FAMILIES, MODELS, PRETRAINED, get_spec
 from vqa_r1.models.tiny import TinySize, tiny_model_dir
 from vqa_r1.recipes import all_data_configs
-from vqa_r1.run_dir import latest_checkpoint
+from vqa_r1.run_dir import RunDir, latest_checkpoint
 from vqa_r1.settings import comparable
 from vqa_r1.train.trainer_hooks import AtomicCheckpointMixin
 from vqa_r1.typed_config import build, option, parse_overrides
@@ -230,7 +231,8 @@ def _pretrain(
     import torch
     from trl import SFTConfig, SFTTrainer
 
-    from vqa_r1.train.progress import make_quiet
+    from vqa_r1.train.callbacks import StopOnInterrupt
+    from vqa_r1.train.runner import fit
 
     torch.set_num_threads(cfg.num_threads)
     out = Path(out_dir).resolve()
@@ -271,12 +273,14 @@ def _pretrain(
         pass
 
     trainer = Trainer(model=model, args=args, train_dataset=rows, processing_class=processor)
-    if quiet:
-        make_quiet(trainer, f"pretrain {cfg.family}")
     if stop_after:
         trainer.add_callback(_StopAfter(stop_after).callback)
+    # Ctrl-C (and SIGTERM outside SLURM, where it is the requeue's) checkpoints at the next step
+    # boundary and stops, as every training of the suite does (train/callbacks.py)
+    interrupt = StopOnInterrupt(sigterm=not os.environ.get("SLURM_JOB_ID"))
+    trainer.add_callback(interrupt)
     resume = latest_checkpoint(work / "checkpoints")
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    fit(trainer, resume, interrupt, f"pretrain {cfg.family}" if quiet else None)
     seconds = time.perf_counter() - started
     losses = [
         (r["step"], round(float(r["loss"]), 5)) for r in trainer.state.log_history if "loss" in r
@@ -292,6 +296,13 @@ def _pretrain(
     }
     if not record["complete"]:
         (work / "prefix.json").write_text(json.dumps(record, indent=2))
+        if interrupt.stopped_by:  # said where a run directory says it (run_dir.py)
+            saved = latest_checkpoint(work / "checkpoints")
+            where = f"{saved.name} saved" if saved else "no checkpoint saved"
+            step = record["global_step"]
+            reason = f"{interrupt.stopped_by} at step {step}: {where}; the same command resumes"
+            RunDir(out).update_status(state="INTERRUPTED", global_step=step, reason=reason)
+            record.update(state="INTERRUPTED", reason=reason)
         return record
     model.save_pretrained(out)
     processor.save_pretrained(out)
