@@ -370,11 +370,20 @@ def full_filesystem(tmp_path: Path, free_kib: int):
             raise OSError(errno.ENOSPC, "No space left on device", path)
         return real_open(file, mode, *args, **kwargs)
 
+    real_os_open = os.open
+    writing = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+    def full_os_open(path, flags, *args, **kwargs):  # tempfile.mkstemp and friends
+        if full[0] and flags & writing and str(os.fspath(path)).startswith(str(mine)):
+            raise OSError(errno.ENOSPC, "No space left on device", os.fspath(path))
+        return real_os_open(path, flags, *args, **kwargs)
+
     builtins.open = io.open = full_open
+    os.open = full_os_open
     try:
         yield mine, lambda: full.__setitem__(0, False)
     finally:
-        builtins.open, io.open = real_open, io_open
+        builtins.open, io.open, os.open = real_open, io_open, real_os_open
 
 
 FULL = [
