@@ -149,11 +149,14 @@ sys.exit(subprocess.call([sys.executable, "-c", {TASK!r}, sys.argv[1]]))
 def test_cancel_sends_ctrl_c_to_a_running_local_job_and_never_signals_a_reused_pid(tmp_path):
     """Issue 30, item 9: `cancel` on a running local job stopped nothing (it said "stop it with
     kill"), and on a finished one named pids that may belong to other processes by now."""
-    got = tmp_path / "got"
+    got, driver_got = tmp_path / "got", tmp_path / "driver-got"
     controller = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(got)],
                                   start_new_session=True)  # fmt: skip
+    # an in-process launch: its steps run in the launch's own process (launch.json `driver`)
+    driver = subprocess.Popen([sys.executable, "-c", TASK, str(driver_got)],
+                              start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 30
-    while not Path(f"{got}.ready").exists():
+    while not (Path(f"{got}.ready").exists() and Path(f"{driver_got}.ready").exists()):
         assert time.monotonic() < deadline and controller.poll() is None
         time.sleep(0.05)
     root = tmp_path / "pipeline"
@@ -169,15 +172,22 @@ def test_cancel_sends_ctrl_c_to_a_running_local_job_and_never_signals_a_reused_p
         monitor.record_job(run, str(pid), "local", run / "jobs", "launch.py", process=process)
         steps.append({"name": name, "run_dir": str(run), "job_id": str(pid), "state": "RUNNING"})
     RunDir(root / "reused").update_status(state="COMPLETED")
-    (root / "launch.json").write_text(json.dumps({"kind": "pipeline", "steps": steps}))
+    (root / "inproc").mkdir()
+    steps.append({"name": "inproc", "run_dir": str(root / "inproc"), "job_id": None,
+                  "state": "RUNNING"})  # fmt: skip
+    launch = {"kind": "pipeline", "driver": process_identity(driver.pid), "steps": steps}
+    (root / "launch.json").write_text(json.dumps(launch))
 
     message = monitor.cancel(str(root))
     assert message.splitlines() == [
         f"sent Ctrl-C to local job {controller.pid} (running, was RUNNING): it checkpoints at "
         "its next step boundary and stops; the same command resumes",
+        f"sent Ctrl-C to the launch (pid {driver.pid}) (inproc, was RUNNING): it checkpoints "
+        "at its next step boundary and stops; the same command resumes",
         f"already finished, not cancelled: reused (local job {os.getpid()}, COMPLETED)",
     ]
     assert controller.wait(timeout=30) == 0 and got.read_text() == "SIGINT"
+    assert driver.wait(timeout=30) == 0 and driver_got.read_text() == "SIGINT"
 
 
 def test_a_local_state_is_checked_against_its_process(tmp_path):
