@@ -209,10 +209,11 @@ PRETRAIN_40 = ["--family", "qwen2.5-vl",
                              "logging_steps=1") for x in ("--set", s)]]  # fmt: skip
 
 
-KILLED = {
-    "sft": (["sft", *TINY, *TRAIN_40], "--output-dir", "checkpoint"),
-    "grpo": (["grpo", *TINY, *GRPO_40], "--output-dir", "checkpoint"),
-    "pretrain": (["pretrain", *PRETRAIN_40], "--out", "checkpoint"),
+# commands a fault stops half-way: (words, output flag, what shows it is under way)
+LONG = {
+    "sft": (["sft", *TINY, *TRAIN_40], "--output-dir", "training"),
+    "grpo": (["grpo", *TINY, *GRPO_40], "--output-dir", "training"),
+    "pretrain": (["pretrain", *PRETRAIN_40], "--out", "training"),
     "evaluate": (["evaluate", *TINY, "--limit", "400", "--batch-size", "4"], "--output-dir",
                  "batches"),
     "data-generate": (["data", "generate", "--train", "3000", "--validation", "2", "--test", "2"],
@@ -220,23 +221,28 @@ KILLED = {
 }  # fmt: skip
 
 
+def under_way(kind: str, out: Path, step: int):
+    """When a long command is far enough to be stopped: a training at ``step``, an evaluation
+    with a batch written, a data build with its folder claimed."""
+    return {
+        "training": lambda: logged_step(out) >= step,
+        "batches": lambda: (out / "batches.jsonl").exists(),
+        "claimed": lambda: (out / claims.MARKER).exists() and (out / claims.LOCK).exists(),
+    }[kind]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("verb", list(KILLED))
+@pytest.mark.parametrize("verb", list(LONG))
 def test_kill_9_then_status_says_dead_and_the_same_command_completes(tmp_path, verb):
     """kill -9 (the OOM killer, a node's reboot): no word written. `status` says DEAD with what
     to do (a killed evaluation, which writes no status.json while it runs, showed NOT
     SUBMITTED), and the same command goes on (a training from a checkpoint) and completes."""
     mine = user_folder(tmp_path)
     out = mine / verb
-    words, flag, kind = KILLED[verb]
+    words, flag, kind = LONG[verb]
     argv = [*words, flag, str(out)]
-    ready = {
-        "checkpoint": lambda: logged_step(out) >= 7,  # checkpoint-5 written
-        "batches": lambda: (out / "batches.jsonl").exists(),
-        "claimed": lambda: (out / claims.MARKER).exists() and (out / claims.LOCK).exists(),
-    }[kind]
     job = start([*VQA, *argv])
-    wait_for(ready, job)
+    wait_for(under_way(kind, out, 7), job)  # a training: checkpoint-5 written
     os.killpg(job.pid, signal.SIGKILL)
     job.communicate()
     report = status_of(out)
@@ -245,7 +251,7 @@ def test_kill_9_then_status_says_dead_and_the_same_command_completes(tmp_path, v
     again = run("vqa-r1", argv)
     assert again.returncode == 0, again.stderr[-3000:]
     assert claims.is_complete(out) and "DEAD" not in status_of(out)
-    if kind == "checkpoint" and verb != "pretrain":  # a pretraining records no resumption
+    if kind == "training" and verb != "pretrain":  # a pretraining records no resumption
         state = json.loads((out / "status.json").read_text())
         assert "checkpoint-" in str(state.get("resumed_from")), state
     assert (mine / "notes.txt").read_text() == NOTES
@@ -294,35 +300,22 @@ def _state(pid: int) -> str:
 # ----------------------------------------------------------------- one Ctrl-C
 
 
-CTRL_C = {
-    "sft": (["sft", *TINY, *TRAIN_40], "--output-dir", "steps"),
-    "grpo": (["grpo", *TINY, *GRPO_40], "--output-dir", "steps"),
-    "pretrain": (["pretrain", *PRETRAIN_40], "--out", "steps"),
-    "evaluate": (["evaluate", *TINY, "--limit", "400", "--batch-size", "4"], "--output-dir",
-                 "batches"),
-}  # fmt: skip
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("verb", list(CTRL_C))
+@pytest.mark.parametrize("verb", ["sft", "grpo", "pretrain", "evaluate"])
 def test_one_ctrl_c_stops_with_what_was_done_kept_and_the_same_command_goes_on(tmp_path, verb):
     mine = user_folder(tmp_path)
     out = mine / verb
-    words, flag, kind = CTRL_C[verb]
+    words, flag, kind = LONG[verb]
     argv = [*words, flag, str(out)]
-    if kind == "steps":
-        ready = lambda: logged_step(out) >= 3  # noqa: E731
-    else:
-        ready = lambda: (out / "batches.jsonl").exists()  # noqa: E731
     job = start([*VQA, *argv])
-    wait_for(ready, job)
+    wait_for(under_way(kind, out, 3), job)
     os.killpg(job.pid, signal.SIGINT)  # one Ctrl-C in the terminal
     _, err = job.communicate(timeout=120)
     assert job.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     state = json.loads((out / "status.json").read_text())
     assert state["state"] == "INTERRUPTED", state
-    if kind == "steps":
+    if kind == "training":
         step = state["global_step"]
         saved = out / ("work/checkpoints" if verb == "pretrain" else "checkpoints")
         assert (saved / f"checkpoint-{step}").is_dir(), state
