@@ -301,18 +301,34 @@ def _state(pid: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("verb", ["sft", "grpo", "pretrain", "evaluate"])
-def test_one_ctrl_c_stops_with_what_was_done_kept_and_the_same_command_goes_on(tmp_path, verb):
+@pytest.mark.parametrize(
+    ("entry", "verb"),
+    [
+        ("vqa-r1", "sft"),
+        ("vqa-r1", "grpo"),
+        ("vqa-r1", "pretrain"),
+        ("vqa-r1", "evaluate"),
+        ("launch", "sft"),
+    ],  # fmt: skip
+)
+def test_one_ctrl_c_stops_with_what_was_done_kept_and_the_same_command_goes_on(
+    tmp_path, entry, verb
+):
+    """`slurm/launch.py ... --executor inprocess` here; its local executor is
+    test_sweep_pipeline.py's ``test_one_ctrl_c_through_the_launcher_...``."""
     mine = user_folder(tmp_path)
     out = mine / verb
     words, flag, kind = LONG[verb]
     argv = [*words, flag, str(out)]
-    job = start([*VQA, *argv])
+    if entry == "launch":
+        argv.extend(["--executor", "inprocess"])
+    job = start([*(VQA if entry == "vqa-r1" else LAUNCH), *argv])
     wait_for(under_way(kind, out, 3), job)
     os.killpg(job.pid, signal.SIGINT)  # one Ctrl-C in the terminal
     _, err = job.communicate(timeout=120)
     assert job.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert "interrupted" in err.splitlines()[-1], err[-3000:]  # said, as the last line
     state = json.loads((out / "status.json").read_text())
     assert state["state"] == "INTERRUPTED", state
     if kind == "training":
@@ -320,8 +336,9 @@ def test_one_ctrl_c_stops_with_what_was_done_kept_and_the_same_command_goes_on(t
         saved = out / ("work/checkpoints" if verb == "pretrain" else "checkpoints")
         assert (saved / f"checkpoint-{step}").is_dir(), state
         assert f"checkpoint-{step} saved; the same command resumes" in state["reason"]
+        assert f"checkpoint-{step} saved" in err.splitlines()[-1]
     assert "INTERRUPTED" in status_of(out)
-    again = run("vqa-r1", argv)
+    again = run(entry, argv)
     assert again.returncode == 0, again.stderr[-3000:]
     assert claims.is_complete(out)
     assert (mine / "notes.txt").read_text() == NOTES

@@ -322,7 +322,15 @@ def run_command(args: argparse.Namespace, command: str) -> int:
             record = m.read_jobs(graph.root)[-1]
             return doctor_result(outcome.jobs["doctor"], m.log_path(record, stderr=True))
         return outcome.code
-    return executor.execute(graph, command, no_wait=job.no_wait).code
+    outcome = executor.execute(graph, command, no_wait=job.no_wait)
+    if graph.single and outcome.executor == "inprocess" and outcome.code == 130:
+        # a local job's interruption is said by the executor; a run in this process by us
+        step = graph.steps[0]
+        result = outcome.results.get(step.name)
+        reason = (result or {}).get("reason") if isinstance(result, dict) else None
+        print(f"{step.name} interrupted: {reason or 'stopped by Ctrl-C'} (python slurm/launch.py "
+              f"status {step.run_dir})", file=sys.stderr)  # fmt: skip
+    return outcome.code
 
 
 def print_dry_run(graph: Graph, config: Any, job: JobOptions) -> int:
