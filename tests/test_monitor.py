@@ -130,6 +130,18 @@ def test_a_failed_scancel_is_an_error_that_says_what_was_cancelled(
 
 # ------------------------------------------------------------------------------- local processes
 
+
+def as_typed(verb: str, folder: Path) -> str:
+    """`slurm/launch.py VERB FOLDER` as a user types it (in this process): what it printed."""
+    from cli_helpers import run_in_process
+
+    from vqa_r1.cli.launch import main
+
+    out = run_in_process(main, [verb, str(folder)])
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    return out.stdout.rstrip("\n")
+
+
 # a stand-in for submitit's controller: it starts a task that writes down the signal it gets
 TASK = """
 import signal, sys, time
@@ -178,7 +190,7 @@ def test_cancel_sends_ctrl_c_to_a_running_local_job_and_never_signals_a_reused_p
     launch = {"kind": "pipeline", "driver": process_identity(driver.pid), "steps": steps}
     (root / "launch.json").write_text(json.dumps(launch))
 
-    message = monitor.cancel(str(root))
+    message = as_typed("cancel", root)
     assert message.splitlines() == [
         f"sent Ctrl-C to local job {controller.pid} (running, was RUNNING): it checkpoints at "
         "its next step boundary and stops; the same command resumes",
@@ -210,7 +222,7 @@ def test_a_local_state_is_checked_against_its_process(tmp_path):
     RunDir(root / "sft").update_status(state="COMPLETED", global_step=80)
     launch = {"kind": "pipeline", "driver": dead, "steps": steps}
     (root / "launch.json").write_text(json.dumps(launch))
-    report = monitor.status_report(str(root))
+    report = as_typed("status", root)
     lines = report.splitlines()
     assert lines[0].split()[:4] == ["sft", "job", "99", "COMPLETED"], report
     assert lines[1].split()[:4] == ["evaluate", "job", "99", "DEAD"], report
@@ -220,7 +232,7 @@ def test_a_local_state_is_checked_against_its_process(tmp_path):
     assert lines[-1].startswith("pipeline STOPPED: step evaluate ended DEAD"), report
     # the launch gone with every started step ended well: STOPPED, with what to do
     RunDir(root / "evaluate").update_status(state="COMPLETED")
-    report = monitor.status_report(str(root))
+    report = as_typed("status", root)
     assert report.splitlines()[-1] == (
         f"pipeline STOPPED: its launch (pid {dead['pid']} on {dead['host']}) is gone (killed?); "
         "2 of 3 steps completed; not run: grpo; run the same command to go on"
