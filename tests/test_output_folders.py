@@ -148,18 +148,27 @@ def hold_lock(folder: Path) -> subprocess.Popen:
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
+    """Also while the holder writes its marker (CI, under load: the second command found the
+    marker's temporary file beside the lock and called it a file this suite did not write)."""
     folder = tmp_path / "run"
     proc = hold_lock(folder)
+    being_written = folder / f".{MARKER}.jais4o69"  # io.atomic_write_json's temporary name
     try:
         with pytest.raises(FolderRefused, match=rf"pid {proc.pid}@{socket.gethostname()} since"):
             with FolderLock(folder):
                 pass
+        being_written.write_text("{")
+        with pytest.raises(FolderRefused, match=rf"is being written by pid {proc.pid}@"):
+            claims.check(folder, "data generate", {})
     finally:
         proc.kill()
         proc.wait()
-    # the holder was killed (SIGKILL: no release): its lock is stale and taken over
+    # the holder was killed (SIGKILL: no release): its lock is stale and taken over, and what
+    # it left half-written is the suite's own
+    assert claims.check(folder, "data generate", {}) == claims.NEW
     with FolderLock(folder):
         assert json.loads((folder / LOCK).read_text())["pid"] == os.getpid()
+        assert sorted(p.name for p in folder.iterdir()) == sorted([LOCK, being_written.name])
     assert not (folder / LOCK).exists()
 
 

@@ -503,7 +503,7 @@ def test_no_wait_on_a_local_pipeline_says_it_runs_the_steps_and_waits(tmp_path, 
         return Job()
 
     monkeypatch.setattr(executor, "submit", submit)
-    monkeypatch.setattr(executor, "wait_through_ctrl_c", lambda name, job: ("done", {}))
+    monkeypatch.setattr(executor, "wait_through_ctrl_c", lambda name, job, *_: ("done", {}))
     root = tmp_path / "p"
     out = launch("pipeline", *TINY, "--executor", "local", "--steps", "sft,evaluate",
                  "--no-wait", "--output-dir", root)  # fmt: skip
@@ -515,3 +515,91 @@ def test_no_wait_on_a_local_pipeline_says_it_runs_the_steps_and_waits(tmp_path, 
         "queue chains them)"
     ], out.stderr
     assert len(started) == 2 and "pipeline completed" in out.stdout
+
+
+class StandInJob:
+    """A local job that runs until the launcher passes a Ctrl-C on to it (``interrupt_local``),
+    then ends INTERRUPTED as a training does; or, with ``runs_for`` polls, COMPLETED."""
+
+    def __init__(self, runs_for: int | None = None) -> None:
+        self.job_id = str(os.getpid())
+        self.interrupted = 0
+        self.polls = 0
+        self.runs_for = runs_for
+
+    def done(self) -> bool:
+        self.polls += 1
+        return bool(self.interrupted) or (self.runs_for is not None and self.polls > self.runs_for)
+
+    def result(self) -> dict:
+        if self.interrupted:
+            return {"state": "INTERRUPTED", "reason": "Ctrl-C: checkpoint-3 saved"}
+        return {"state": "COMPLETED"}
+
+
+def ctrl_c_in_process(monkeypatch, tmp_path, jobs: list[StandInJob], when) -> tuple[object, Path]:
+    """A local pipeline (sft, evaluate) of stand-in jobs, with one Ctrl-C (a real SIGINT to this
+    process) sent from inside launch.json's writer once ``when(steps)`` is true of the states
+    being written: the instants between starting a job and waiting for it, or between a step's
+    end and the next step."""
+    from vqa_r1.launch import executor
+
+    queue = list(jobs)
+
+    def submit(request, kind, log_dir, waits=None):
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        return queue.pop(0)
+
+    def interrupt(pid):
+        started = [j for j in jobs if j not in queue]
+        started[-1].interrupted += 1
+        return True
+
+    real_write_state = executor.write_state
+    sent = []
+
+    def write_state(graph, runs, *args, **kwargs):
+        real_write_state(graph, runs, *args, **kwargs)
+        if not sent and when({name: run.state for name, run in runs.items()}):
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(executor, "submit", submit)
+    monkeypatch.setattr(executor, "interrupt_local", interrupt)
+    monkeypatch.setattr(executor, "write_state", write_state)
+    root = tmp_path / "p"
+    out = launch("pipeline", *TINY, "--executor", "local", "--steps", "sft,evaluate",
+                 "--output-dir", root)  # fmt: skip
+    assert sent, "the Ctrl-C was never sent"
+    return out, root
+
+
+def test_ctrl_c_between_starting_a_job_and_waiting_for_it_reaches_the_job(tmp_path, monkeypatch):
+    """CI: a Ctrl-C 50 ms after launch.json said evaluate RUNNING raised KeyboardInterrupt
+    before the launcher waited: exit 130, the job left running out of reach, launch.json saying
+    RUNNING for good. Now the Ctrl-C is passed on to the job once the launcher waits, and the
+    step is recorded INTERRUPTED with the job's own words."""
+    sft, evaluate = StandInJob(runs_for=1), StandInJob()
+    out, root = ctrl_c_in_process(
+        monkeypatch, tmp_path, [sft, evaluate], lambda steps: steps["evaluate"] == "RUNNING"
+    )
+    assert out.returncode == 130, out.stdout + out.stderr
+    assert evaluate.interrupted == 1 and sft.interrupted == 0
+    assert read_steps(root) == {"sft": "COMPLETED", "evaluate": "INTERRUPTED"}
+    assert "Ctrl-C: evaluate stops at its next step boundary with a checkpoint" in out.stderr
+    assert "evaluate interrupted: Ctrl-C: checkpoint-3 saved" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_ctrl_c_while_a_finished_step_is_recorded_stops_before_the_next(tmp_path, monkeypatch):
+    """A Ctrl-C as sft's end is being recorded: sft stays COMPLETED, evaluate is not started,
+    and the launcher says where it stopped (before, a KeyboardInterrupt out of the recording)."""
+    sft, evaluate = StandInJob(runs_for=1), StandInJob(runs_for=1)
+    out, root = ctrl_c_in_process(
+        monkeypatch, tmp_path, [sft, evaluate], lambda steps: steps["sft"] == "COMPLETED"
+    )
+    assert out.returncode == 130, out.stdout + out.stderr
+    assert evaluate.polls == 0 and sft.interrupted == 0
+    assert read_steps(root) == {"sft": "COMPLETED", "evaluate": "NOT RUN"}
+    assert f"Ctrl-C: stopped before evaluate (python slurm/launch.py status {root})" in out.stderr
+    assert "Traceback" not in out.stderr

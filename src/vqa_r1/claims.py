@@ -35,6 +35,7 @@ import os
 import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -44,7 +45,7 @@ from typing import Any
 from vqa_r1 import ranks
 from vqa_r1.clock import now_iso
 from vqa_r1.errors import UserError
-from vqa_r1.io import atomic_write_json
+from vqa_r1.io import atomic_write_json, current_umask
 from vqa_r1.settings import differences
 
 MARKER = ".vqa_r1-run.json"
@@ -227,6 +228,12 @@ def _normal(settings: Any) -> Any:
     return json.loads(json.dumps(settings, default=str))
 
 
+def _ours(name: str) -> bool:
+    """The marker, the lock, or one of them being written (``atomic_write_*``'s temporary
+    ``.NAME.XXXXXXXX`` beside it)."""
+    return name in _OURS or any(name.startswith(f".{ours}.") for ours in _OURS)
+
+
 def _entries(root: Path) -> list[str]:
     try:
         return sorted(p.name for p in root.iterdir())
@@ -251,20 +258,22 @@ def check(
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise FolderRefused(f"{flag} {root}: is a file, not a folder; {_fix(flag, root)}")
-    entries = [e for e in _entries(root) if e not in _OURS]
+    entries = [e for e in _entries(root) if not _ours(e)]
     marker = read_marker(root)
     if marker is None:
+        # the lock first: a writer that has just locked the folder may be writing its marker
+        # (seen under load: another command found the marker's temporary file, not the marker)
+        holder = lock_holder(root) if lock else None
+        if holder is not None:
+            raise FolderRefused(
+                f"{root} is being written by {describe(holder)}; {_fix(flag, root)}"
+            )
         if entries:
             shown = ", ".join(entries[:3]) + (
                 f" and {len(entries) - 3} more" if len(entries) > 3 else ""
             )
             raise FolderRefused(
                 f"{root} holds files this suite did not write ({shown}); {_fix(flag, root)}"
-            )
-        holder = lock_holder(root) if lock else None
-        if holder is not None:
-            raise FolderRefused(
-                f"{root} is being written by {describe(holder)}; {_fix(flag, root)}"
             )
         return NEW
     if marker["verb"] != verb:
@@ -530,6 +539,25 @@ class FolderLock:
         return self
 
     def _create(self) -> bool:
+        """Written whole beside the lock, then linked to its name (``link`` fails when the name
+        is taken, as ``O_EXCL`` does): no reader ever sees a lock without its holder."""
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.root)
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())
+            with os.fdopen(fd, "w") as fh:
+                json.dump({**_identity(), "verb": self.verb}, fh)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                return False
+            except OSError:  # a filesystem without hard links: create, then fill
+                return self._create_in_place()
+            return True
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _create_in_place(self) -> bool:
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
         except FileExistsError:

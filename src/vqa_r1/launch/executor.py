@@ -39,6 +39,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json
 from vqa_r1.launch.graph import Graph, Step, order
 from vqa_r1.launch.job_script import (
+    CtrlCs,
     interrupt_local,
     local_parameters,
     make_executor,
@@ -49,7 +50,6 @@ from vqa_r1.launch.job_script import (
     snapshot_code,
     submit_local,
     submit_to_slurm,
-    wait_local,
 )
 from vqa_r1.launch.monitor import STATE_FILE, log_path, record_job, run_info
 from vqa_r1.launch.request import JobRequest
@@ -418,12 +418,29 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
               "cluster, where the queue chains them)", file=sys.stderr, flush=True)  # fmt: skip
     if not single:  # a run's folder is claimed by its submission: nothing is written before
         write_state(graph, runs, "local", command)
+    with CtrlCs() as ctrl_c:
+        return _run_steps(graph, runs, command, no_wait, todo, ctrl_c)
+
+
+def _run_steps(
+    graph: Graph,
+    runs: dict[str, StepRun],
+    command: str,
+    no_wait: bool,
+    todo: list[Step],
+    ctrl_c: CtrlCs,
+) -> Outcome:
+    single = graph.single
     jobs: dict[str, Any] = {}
     results: dict[str, Any] = {}
     failed: list[str] = []
     for index, step in enumerate(todo):
         position = f"[{index + 1}/{len(todo)}]"
         run = runs[step.name]
+        if ctrl_c.count:  # pressed while the last step was being recorded: stop before this one
+            print(f"Ctrl-C: stopped before {step.name} (python slurm/launch.py status "
+                  f"{graph.root})", file=sys.stderr)  # fmt: skip
+            return outcome(130, "local", runs, jobs=jobs, results=results)
         blocked = [d for d in step.after if runs[d].state not in ENDED_WELL]
         if blocked and not step.after_any:
             print(f"{position} {step.name}: not run (needs {', '.join(blocked)})", flush=True)
@@ -440,7 +457,7 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
         else:
             print(f"{position} {step.name}: local job {job.job_id}", flush=True)
         started = time.monotonic()
-        how, result = wait_through_ctrl_c(step.name, job)
+        how, result = wait_through_ctrl_c(step.name, job, ctrl_c)
         run.seconds = round(time.monotonic() - started, 1)
         if how == "failed":  # the job's traceback is in its log: one line here
             log = log_path(record, stderr=True)
@@ -471,31 +488,31 @@ def run_local(graph: Graph, runs: dict[str, StepRun], command: str, no_wait: boo
     return outcome(1 if failed else 0, "local", runs, jobs=jobs, results=results)
 
 
-def wait_through_ctrl_c(name: str, job: Any) -> tuple[str, Any]:
+def wait_through_ctrl_c(name: str, job: Any, ctrl_c: CtrlCs) -> tuple[str, Any]:
     """Wait for a local job: ("done", its result), ("failed", the error), or ("interrupted", its
-    result). A local job runs in a session of its own (job_script.py ``submit_local``): Ctrl-C
-    reaches this process only, which passes it on once; the job stops at its next step
-    boundary with a checkpoint, and this waits for that. A second Ctrl-C is passed on too (the
-    job stops at once, without a checkpoint) and this stops waiting."""
+    result). The first Ctrl-C (``ctrl_c`` counts them) is passed on to the job, which stops at
+    its next step boundary with a checkpoint, and this waits for that; a second is passed on
+    too (the job stops at once, without a checkpoint) and this stops waiting."""
+    passed = 0
+    while not job.done():
+        if ctrl_c.count > passed:
+            passed += 1
+            interrupt_local(int(job.job_id))
+            if passed > 1:
+                print(f"Ctrl-C again: {name} stops now, without a checkpoint", file=sys.stderr)
+                return "interrupted", None
+            print(f"Ctrl-C: {name} stops at its next step boundary with a checkpoint; waiting "
+                  "for it (Ctrl-C again: stop now, without a checkpoint)", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            continue
+        time.sleep(0.2)
     try:
-        return "done", wait_local(job)
-    except KeyboardInterrupt:
-        pass
-    except Exception as err:
-        return "failed", err
-    interrupt_local(int(job.job_id))
-    print(f"Ctrl-C: {name} stops at its next step boundary with a checkpoint; waiting for it "
-          "(Ctrl-C again: stop now, without a checkpoint)", file=sys.stderr, flush=True)  # fmt: skip
-    try:
-        result = wait_local(job, poll_s=0.2)
-    except KeyboardInterrupt:
-        interrupt_local(int(job.job_id))
-        print(f"Ctrl-C again: {name} stops now, without a checkpoint", file=sys.stderr)
-        return "interrupted", None
-    except Exception:  # it stopped by raising KeyboardInterrupt: its status.json says how
-        return "interrupted", None
-    completed = isinstance(result, dict) and result.get("state") == "COMPLETED"
-    return ("done" if completed else "interrupted"), result
+        result = job.result()
+    except Exception as err:  # interrupted, it stopped by raising: its status.json says how
+        return ("interrupted", None) if passed else ("failed", err)
+    if passed and not (isinstance(result, dict) and result.get("state") == "COMPLETED"):
+        return "interrupted", result
+    return "done", result
 
 
 def _status(run_dir: Path) -> dict:
