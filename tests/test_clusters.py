@@ -47,6 +47,10 @@ def test_study_profile_has_the_study_cluster_shape() -> None:
     assert study.max_time == 12 * 60
     assert study.account and study.qos and study.gpu_type
     assert any(line.startswith("module load") for line in study.setup)
+    # no CUDA module: the wheels carry their own CUDA, and an old module can shadow it (issue 33)
+    assert not any("cuda" in line.lower() for line in study.setup)
+    assert study.env == {"NCCL_DEBUG": "WARN", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    assert load_cluster("generic-gpu").env == study.env
 
 
 def test_local_profile_fits_minute_long_limits() -> None:
@@ -145,6 +149,9 @@ def test_missing_path(tmp_path: Path) -> None:
         ("sbatch_extra: [a, b]\n", "sbatch_extra", "mapping"),
         ("sbatch_extra: {--constraint: x}\n", "sbatch_extra", "leading dashes"),
         ("name: other\n", "name", "differs from the file name"),
+        ("env: [NCCL_DEBUG]\n", "env", "mapping of variable name to value"),
+        ("env: {1BAD: x}\n", "env", "not a shell variable name"),
+        ("env: {NCCL_DEBUG: [a]}\n", "env", "expected a single value"),
         ("max_time: '00:05:00'\nsignal_delay_s: 300\n", "signal_delay_s", "not shorter"),
     ],
 )
@@ -203,6 +210,31 @@ def test_params_from_a_gpu_profile() -> None:
         "slurm_setup": ["module load cuda"],
         "slurm_additional_parameters": {"constraint": "a100_80gb"},
     }
+
+
+def test_the_profiles_variables_are_exported_after_its_setup_lines() -> None:
+    env = {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "^lo,docker0"}
+    params = to_submitit_params(replace(GPU, env=env), gpus=1)
+    assert params["slurm_setup"] == [
+        "module load cuda", "export NCCL_DEBUG=WARN", "export NCCL_SOCKET_IFNAME='^lo,docker0'"
+    ]  # fmt: skip
+
+
+def test_more_gpus_than_a_node_has_are_refused_with_the_nodes_to_ask_for() -> None:
+    """Issue 33, item 5: sbatch refused `--gpus 8` on 4-GPU nodes after the queue's checks."""
+    assert to_submitit_params(GPU, gpus=4, nodes=2)["slurm_gres"] == "gpu:a100:4"
+    with pytest.raises(UserError, match=r"--gpus 8: a node of cluster gpu has 4 GPUs .*"
+                       r"for 8 GPUs use --nodes 2 --gpus 4$"):  # fmt: skip
+        to_submitit_params(GPU, gpus=8)
+    with pytest.raises(UserError, match=r"for 12 GPUs use --nodes 3 --gpus 4$"):
+        to_submitit_params(GPU, gpus=6, nodes=2)
+    with pytest.raises(UserError, match=r"for 6 GPUs use --nodes 2 --gpus 3$"):
+        to_submitit_params(GPU, gpus=6)
+    with pytest.raises(UserError, match=r"for 5 GPUs use --nodes 2 --gpus 3 \(6\)$"):
+        to_submitit_params(GPU, gpus=5)
+    assert "gpus_per_node" in to_submitit_params(
+        replace(GPU, gpus_per_node=0, gpu_type=None), gpus=8
+    )
 
 
 def test_params_default_to_the_profile() -> None:

@@ -192,6 +192,8 @@ def test_the_readme_cluster_dry_run_works_without_slurm(tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("#!/bin/bash") and "#SBATCH --gres=gpu:a100:1" in out.stdout
+    assert "export NCCL_DEBUG=WARN\nexport TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n" in out.stdout
+    assert "module load cuda" not in out.stdout
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()
     # --executor slurm asks for the SLURM script explicitly: still no SLURM needed to print it
@@ -201,6 +203,20 @@ def test_the_readme_cluster_dry_run_works_without_slurm(tmp_path):
     )  # fmt: skip
     assert sweep.returncode == 0, sweep.stderr
     assert "#SBATCH --array=0-1%2" in sweep.stdout
+
+
+def test_more_gpus_per_node_than_the_cluster_has_are_refused_before_queueing(tmp_path):
+    """Issue 33, item 5: `--gpus 8` on study-12h's 4-GPU nodes, one line naming the --nodes to
+    use, exit 2, nothing written (sbatch refused it only after the queue's own checks)."""
+    out = launch("grpo", "--model", "qwen2.5-vl-3b", "--cluster", "study-12h", "--gpus", "8",
+                 "--dry-run", "--output-dir", tmp_path / "run")  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: --gpus 8: a node of cluster study-12h has 4 GPUs (gpus_per_node in "
+        f"{REPO / 'slurm' / 'clusters' / 'study-12h.yaml'}); for 8 GPUs use --nodes 2 --gpus 4"
+    ], out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "run").exists()
 
 
 def test_a_profile_names_the_python_of_its_jobs(tmp_path):

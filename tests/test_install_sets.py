@@ -59,6 +59,11 @@ def test_the_gpu_extra_installs_what_the_gpu_set_pins():
         assert requirement.specifier.contains(GPU[name]), (name, str(requirement))
     # vLLM's server renders images for TRL from 0.30 on (launch/distributed.py checks it too)
     assert not extra["vllm"].specifier.contains("0.29.0")
+    # each installs alone (a CUDA 12 torch takes DeepSpeed without vLLM's CUDA 13 wheel), and
+    # `gpu` is exactly the two
+    extras = project["optional-dependencies"]
+    for name in ("vllm", "deepspeed"):
+        assert [Requirement(r) for r in extras[name]] == [extra[name]], name
     for requirement in map(Requirement, project["dependencies"]):
         for tested in (CPU, GPU):
             assert requirement.specifier.contains(tested[_name(requirement.name)]), requirement

@@ -196,7 +196,9 @@ def test_multi_node_deepspeed_and_vllm_server_dry_run():
         "#SBATCH --ntasks-per-node=3" in script
     )  # one training process per GPU, the 4th serves vLLM
     # the cached model folder when there is one, else (not downloaded here) the hub id
-    assert re.search(r"trl vllm-serve --model \S*Qwen(/|--)Qwen2\.5-VL-7B-Instruct", script)
+    assert re.search(
+        r"VLLM_SERVER_DEV_MODE=1 vllm serve \S*Qwen(/|--)Qwen2\.5-VL-7B-Instruct", script
+    )
     # the training tasks drop the server's GPU themselves (srun steps reset CUDA_VISIBLE_DEVICES)
     assert "export VQA_R1_VLLM_GPUS=" in script and "VQA_R1_VLLM_URL" in script
     assert "export CUDA_VISIBLE_DEVICES" not in script
@@ -216,7 +218,7 @@ def test_zero2_multi_gpu_and_bad_deepspeed_name():
         "--dry-run",
     )
     assert out.returncode == 0, out.stderr
-    assert "#SBATCH --ntasks-per-node=2" in out.stdout and "vllm-serve" not in out.stdout
+    assert "#SBATCH --ntasks-per-node=2" in out.stdout and "vllm serve" not in out.stdout
     bad = launch("sft", "--model", "qwen2.5-vl-3b", "--set", "train.deepspeed=zero9", "--dry-run")
     assert bad.returncode == 2 and "zero2, zero3" in bad.stderr
 

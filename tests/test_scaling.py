@@ -238,12 +238,18 @@ def test_server_script_with_a_cached_model(dry):
         cached=CACHED,
     )  # fmt: skip
     assert code == 0, err
-    server = next(line for line in script.splitlines() if "trl vllm-serve" in line)
-    # the cached folder, offline, on the GPU(s) this node's batch step calls its last
+    server = next(line for line in script.splitlines() if " vllm serve " in line)
+    # the cached folder, offline, on the GPU(s) this node's batch step calls its last: vLLM's own
+    # server with TRL's settings (TRL 1.16 deprecates `trl vllm-serve`, which now only runs it)
     assert server.startswith(
-        f'CUDA_VISIBLE_DEVICES="$VQA_R1_SERVER_CUDA" HF_HUB_OFFLINE=1 trl vllm-serve --model {CACHED} '
+        'CUDA_VISIBLE_DEVICES="$VQA_R1_SERVER_CUDA" HF_HUB_OFFLINE=1 VLLM_SERVER_DEV_MODE=1 '
+        f"vllm serve {CACHED} "
     ), server
     assert "--gpu-memory-utilization 0.85 --tensor-parallel-size 1 --max-model-len 8192" in server
+    assert server.split(" > ")[0].endswith(
+        '--enable-scale-out --weight-transfer-config \'{"backend": "nccl"}\' '
+        "--logprobs-mode processed_logprobs --max-logprobs -1"
+    ), server
     assert 'VQA_R1_SERVER_CUDA="$(IFS=,; echo "${VQA_R1_GPUS[*]: -1}")"' in script
     assert 'export VQA_R1_VLLM_GPUS="$(IFS=,; echo "${VQA_R1_GPU_IDS[*]: -1}")"' in script
     # ports: the job's, moved past those in use; weight sync in its own range
@@ -263,14 +269,14 @@ def test_server_script_with_a_cached_model(dry):
     assert t["vllm_tensor_parallel_size"] == 1
     # the script's shell is valid, and the server lines come before the training step
     subprocess.run(["bash", "-n", "-c", script], check=True)
-    assert script.index("trl vllm-serve") < script.index("\nsrun ")
+    assert script.index(" vllm serve ") < script.index("\nsrun ")
 
 
 def test_server_script_of_an_uncached_model_names_the_hub_id(dry):
     code, script, _, err = dry(*GRPO_3B, *SERVER, "--gpus", "2")
     assert code == 0, err
-    server = next(line for line in script.splitlines() if "trl vllm-serve" in line)
-    assert "--model Qwen/Qwen2.5-VL-3B-Instruct " in server and "HF_HUB_OFFLINE" not in server
+    server = next(line for line in script.splitlines() if " vllm serve " in line)
+    assert "vllm serve Qwen/Qwen2.5-VL-3B-Instruct " in server and "HF_HUB_OFFLINE" not in server
     assert "--gpu-memory-utilization 0.9 " in server  # the server's own GPU: TRL's server default
     assert "--max-model-len 4096" in server  # the recipe's
 
@@ -290,7 +296,7 @@ def test_colocate_checks_the_tensor_parallel_split(dry):
     code, script, config, err = dry(*GRPO_3B, "--gpus", "2", "--set", "train.use_vllm=true",
                                     "--set", "train.vllm_gpu_memory_utilization=0.25")  # fmt: skip
     assert code == 0, err
-    assert "vllm-serve" not in script and config["train"]["vllm_gpu_memory_utilization"] == 0.25
+    assert "vllm serve" not in script and config["train"]["vllm_gpu_memory_utilization"] == 0.25
 
 
 def _server_setup(tmp_path: Path, monkeypatch) -> str:
@@ -326,7 +332,7 @@ def test_a_server_that_dies_fails_the_job_at_once(tmp_path, monkeypatch):
     (tmp_path / "run").mkdir()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake = bin_dir / "trl"
+    fake = bin_dir / "vllm"
     fake.write_text('#!/bin/sh\necho "$@"\necho "torch.OutOfMemoryError: CUDA out of memory"\n'
                     "exit 1\n")  # fmt: skip
     fake.chmod(0o755)
@@ -337,7 +343,7 @@ def test_a_server_that_dies_fails_the_job_at_once(tmp_path, monkeypatch):
     assert out.returncode == 1 and "TRAINING-STARTED" not in out.stdout
     assert "exited during start-up" in out.stderr and "CUDA out of memory" in out.stderr
     log = (tmp_path / "run" / "vllm-server-4242.log").read_text()
-    assert f"--model {CACHED}" in log  # the log is in the run directory
+    assert f"serve {CACHED}" in log  # the log is in the run directory
 
 
 def test_free_port_skips_a_port_in_use():
@@ -441,7 +447,7 @@ def test_vllm_version_is_checked_against_trls_range(dry, monkeypatch):
 
 
 def test_server_mode_with_images_needs_the_vllm_that_serves_the_render_endpoint(dry, monkeypatch):
-    """TRL posts image prompts to /v1/chat/completions/render, which `trl vllm-serve` enables
+    """TRL posts image prompts to /v1/chat/completions/render, which TRL's server settings enable
     only from vLLM 0.30.0: server mode accepts less of TRL's range than colocate does."""
     from importlib import metadata
 

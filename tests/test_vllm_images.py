@@ -106,7 +106,7 @@ def test_the_vllm_server_gets_the_recipes_pixel_budget(monkeypatch, tmp_path):
         "grpo", "qwen2.5-vl-3b", overrides=["train.use_vllm=true", "train.vllm_mode=server"]
     )
     lines = distributed.job_setup_lines(config, gpus=2, nodes=1)
-    server = next(line for line in lines if "trl vllm-serve" in line)
+    server = next(line for line in lines if " vllm serve " in line)
     flag = "--mm-processor-kwargs "
     assert flag in server
     value = server.split(flag, 1)[1].split("'")[1]

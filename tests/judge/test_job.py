@@ -268,9 +268,11 @@ def test_trl_generation_server_lines():
                               extra_args=["--gpu-memory-utilization", "0.9"])  # fmt: skip
     text = "\n".join(lines)
     assert (
-        "CUDA_VISIBLE_DEVICES=3 trl vllm-serve --model Qwen/Qwen2.5-VL-7B-Instruct "
-        '--port "$VQA_R1_VLLM_PORT" --gpu-memory-utilization 0.9' in text
-    )
+        "CUDA_VISIBLE_DEVICES=3 VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-VL-7B-Instruct "
+        '--port "$VQA_R1_VLLM_PORT" --gpu-memory-utilization 0.9 --enable-scale-out '
+        '--weight-transfer-config \'{"backend": "nccl"}\' --logprobs-mode processed_logprobs '
+        "--max-logprobs -1 >" in text
+    )  # vLLM's own server with TRL's settings: `trl vllm-serve` is deprecated in TRL 1.16
     assert '$VQA_R1_VLLM_PORT/health"' in text and "--host" not in text  # where TRL's client polls
     subprocess.run(["bash", "-n", "-c", text], check=True)
     with pytest.raises(ValueError, match="served_name"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,11 @@ class ClusterProfile:
         parse=lambda r: _optional_str(r),
     )
     gpus_per_node: int = option(
-        0, help="default GPUs per node", parse=lambda r: _count(0)(r), minimum=0
+        0,
+        help="GPUs one node has: a job asks for at most this many per node, more nodes for more "
+        "(0: not stated, nothing checked)",
+        parse=lambda r: _count(0)(r),
+        minimum=0,
     )
     cpus_per_gpu: int = option(4, help="CPUs per GPU", parse=lambda r: _count(1)(r), minimum=1)
     mem_per_gpu_gb: float | None = option(
@@ -91,6 +96,12 @@ class ClusterProfile:
         default_factory=dict,
         help="sbatch options submitit has no name for, e.g. {constraint: a100_80gb}",
         parse=lambda r: _sbatch_extra(r),
+    )
+    env: dict[str, str] = option(
+        default_factory=dict,
+        help="variables the job exports before it starts, e.g. NCCL's: {NCCL_DEBUG: WARN, "
+        "NCCL_SOCKET_IFNAME: ib0}",
+        parse=lambda r: _env(r),
     )
     source: Path | None = field(default=None, init=False, compare=False)
 
@@ -281,6 +292,30 @@ def _sbatch_extra(raw: Any) -> dict[str, str]:
     return extra
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env(raw: Any) -> dict[str, str]:
+    """Variable name -> value, exported in the job script (values quoted there)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a mapping of variable name to value, got {raw!r}")
+    env: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a shell variable name")
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ValueError(f"{key}: expected a single value, got {value!r}")
+        env[key] = str(value)
+    return env
+
+
+def env_lines(profile: ClusterProfile) -> list[str]:
+    """The job script's ``export`` lines of the profile's ``env``."""
+    return [f"export {key}={shlex.quote(value)}" for key, value in profile.env.items()]
+
+
 # ------------------------------------------------------------------------------------ submitit
 
 
@@ -306,6 +341,7 @@ def to_submitit_params(
     gpus = profile.gpus_per_node if gpus is None else gpus
     _require(gpus >= 0, f"gpus must be >= 0, got {gpus}")
     _require(nodes >= 1, f"nodes must be >= 1, got {nodes}")
+    check_gpus_per_node(profile, gpus, nodes)
     minutes = _job_minutes(profile, time_minutes)
     params: dict[str, Any] = {
         "nodes": nodes,
@@ -329,11 +365,28 @@ def to_submitit_params(
     if mem_gb is not None:
         _require(mem_gb > 0, f"mem must be > 0 GB, got {mem_gb}")
         params["mem_gb"] = mem_gb
-    if profile.setup:
-        params["slurm_setup"] = list(profile.setup)
+    if profile.setup or profile.env:  # the variables after the modules, which may set their own
+        params["slurm_setup"] = [*profile.setup, *env_lines(profile)]
     if profile.sbatch_extra:
         params["slurm_additional_parameters"] = dict(profile.sbatch_extra)
     return params
+
+
+def check_gpus_per_node(profile: ClusterProfile, gpus: int, nodes: int) -> None:
+    """More GPUs per node than the profile's nodes have is refused here, with the ``--nodes``
+    that gives the same GPUs (sbatch would refuse it after the queue's checks, or hold it pending
+    for good on some clusters). A profile with ``gpus_per_node: 0`` says nothing of its nodes."""
+    have = profile.gpus_per_node
+    if not have or gpus <= have:
+        return
+    total = gpus * nodes
+    need = math.ceil(total / have)
+    each = math.ceil(total / need)
+    fit = f"--nodes {need} --gpus {each}" + ("" if each * need == total else f" ({each * need})")
+    raise UserError(
+        f"--gpus {gpus}: a node of cluster {profile.name} has {have} GPUs (gpus_per_node in "
+        f"{profile.source or profile.name}); for {total} GPUs use {fit}"
+    )
 
 
 def _require(condition: bool, message: str) -> None:

@@ -45,12 +45,12 @@ SERVER_GPUS_ENV = "VQA_R1_VLLM_GPUS"
 # set by restrict_training_gpus to the CUDA_VISIBLE_DEVICES it chose (a second call is a no-op)
 _RESTRICTED_ENV = "VQA_R1_TRAINING_GPUS"
 GROUP_PORT_BASE = 30000  # weight-sync ports: 30000 + job id % 10000 (server ports: 20000 + ...)
-SERVER_MEMORY_DEFAULT = 0.9  # `trl vllm-serve --gpu_memory_utilization` default (own GPU)
+SERVER_MEMORY_DEFAULT = 0.9  # TRL's server default (trl/scripts/vllm_serve.py): its own GPU
 # TRL 1.16's supported vLLM range (trl/import_utils.py is_vllm_available; the `vllm` extra of
 # trl-1.16.0.dist-info/METADATA); read from the installed TRL's metadata when it has it
 TRL_VLLM_RANGE = ">=0.22.0,<=0.31.0"
 # server mode with images: TRL's client posts multimodal prompts to /v1/chat/completions/render,
-# which `trl vllm-serve` registers (--enable-scale-out) only from this vLLM on
+# which vLLM registers (--enable-scale-out, models/serving.py) only from this vLLM on
 # (trl/scripts/vllm_serve.py build_command; trl/generation/vllm_client.py). Every model of the
 # registry is a vision-language model and every GRPO prompt carries an image.
 SERVER_IMAGES_MIN_VLLM = "0.30.0"
@@ -272,7 +272,7 @@ def check_vllm(config: Any, gpus: int, processes: int) -> list[str]:
         wanted = ",".join(sorted(kept, reverse=True))  # lower bound first
         why = (
             f"TRL's range, and from {SERVER_IMAGES_MIN_VLLM} for images in server mode: TRL sends "
-            "them to /v1/chat/completions/render, which `trl vllm-serve` enables only from there"
+            "them to /v1/chat/completions/render, which vLLM's server registers only from there"
         )
         upper = [s for s in SpecifierSet(trl_range) if s.operator in ("<", "<=")]
         if any(not s.contains(SERVER_IMAGES_MIN_VLLM) for s in upper):

@@ -1,7 +1,7 @@
 """Shell lines that start a vLLM server inside a job script and wait until it answers.
 
 Two jobs start one: an open LLM judge (``vllm serve``, OpenAI-compatible; vqa_r1.judge.job) and
-GRPO's generation server (``trl vllm-serve``; vqa_r1.launch.distributed). Both derive the port from
+GRPO's generation server (vLLM's own server with TRL's settings; vqa_r1.launch.distributed). Both derive the port from
 the SLURM job id and move up to the next port nothing on the node listens on, so that jobs sharing
 a node do not collide, and neither may let the job go on before the server answers, nor sit out
 the whole deadline once the server has died (its pid is checked while waiting).
@@ -16,9 +16,12 @@ from typing import Literal
 PORT_VAR = "VQA_R1_VLLM_PORT"  # the shell variable holding the port in the job script
 PORT_BASE = 20000
 PORT_SPAN = 10000
-# health: vLLM's OpenAI API lists its models; `trl vllm-serve` (a wrapper around `vllm serve` in
-# TRL 1.16) is polled where TRL's own client polls it (trl/generation/vllm_client.py check_server)
+# health: vLLM's OpenAI API lists its models; TRL's generation server is polled where TRL's own
+# client polls it (trl/generation/vllm_client.py check_server)
 HEALTH_PATHS = {"vllm": "/v1/models", "trl": "/health"}
+# TRL 1.16 deprecates `trl vllm-serve` (removal planned for 2.0): it only runs `vllm serve` with
+# the settings below and this variable, which opens the weight-transfer endpoints TRL's client uses
+TRL_SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 FREE_PORT = "vqa_r1_free_port"  # the shell function of FREE_PORT_FUNCTION
 FREE_PORT_FUNCTION = [
     f"{FREE_PORT}() {{  # the first port from $1 up that nothing on this node accepts connections on",
@@ -67,7 +70,8 @@ def vllm_server_lines(
     first, or with a message after ``startup_timeout`` seconds).
 
     ``launcher``: ``vllm`` runs ``vllm serve MODEL`` (OpenAI-compatible, health on /v1/models);
-    ``trl`` runs ``trl vllm-serve --model MODEL`` (TRL's generation server, health on /health/).
+    ``trl`` runs TRL's generation server: ``vllm serve MODEL`` with the settings TRL's trainers
+    need (``trl_server_settings``) and ``VLLM_SERVER_DEV_MODE=1``, health on /health.
     ``host``: the address bound (None: the server's default, all interfaces for TRL's).
     ``served_name``: the model name the OpenAI API exposes (``vllm`` only). ``gpus``: the
     CUDA_VISIBLE_DEVICES of the server alone. ``env``: more variables of the server alone, each
@@ -78,10 +82,9 @@ def vllm_server_lines(
     """
     if launcher not in HEALTH_PATHS:
         raise ValueError(f"launcher {launcher!r}: use one of {', '.join(HEALTH_PATHS)}")
-    if launcher == "vllm":
-        command = ["vllm", "serve", shlex.quote(model)]
-    else:
-        command = ["trl", "vllm-serve", "--model", shlex.quote(model)]
+    command = ["vllm", "serve", shlex.quote(model)]
+    if launcher == "trl":
+        env = {**(env or {}), **TRL_SERVER_ENV}
     if host:
         command += ["--host", shlex.quote(host)]
     command += ["--port", f'"${PORT_VAR}"']
@@ -90,6 +93,8 @@ def vllm_server_lines(
             raise ValueError("served_name needs launcher='vllm'")
         command += ["--served-model-name", shlex.quote(served_name)]
     command += [shlex.quote(a) for a in extra_args]
+    if launcher == "trl":
+        command += [shlex.quote(a) for a in trl_server_settings()]
     assignments = [f"CUDA_VISIBLE_DEVICES={shlex.quote(gpus)}"] if gpus is not None else []
     assignments += [f"{name}={value}" for name, value in (env or {}).items()]
     command = assignments + command
@@ -118,3 +123,18 @@ def vllm_server_lines(
         "done",
         f'echo "{label} ready on port ${PORT_VAR}" >&2',
     ]
+
+
+def trl_server_settings() -> list[str]:
+    """The ``vllm serve`` options TRL's trainers rely on, as the installed TRL builds them
+    (``trl/scripts/vllm_serve.py`` ``build_command``: the NCCL weight-transfer engine, processed
+    logprobs for the importance-sampling correction, no cap on logprobs), plus
+    ``--enable-scale-out``, which registers the endpoint TRL renders image prompts with. TRL adds
+    that one only when the vLLM on the machine building the command is 0.30 or newer; this
+    command is built on a login node that may have no vLLM, and server mode is refused below
+    0.30 (launch/distributed.py), so it is always there."""
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
+    command = build_command(ScriptArguments(model="model"), [])
+    settings = command[command.index("--weight-transfer-config") :]
+    return ["--enable-scale-out", *(a for a in settings if a != "--enable-scale-out")]
