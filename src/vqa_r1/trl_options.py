@@ -62,7 +62,7 @@ OWNED: dict[str, str] = {
     "ddp_backend": _HARDWARE + " (gloo for several CPU processes)",
     "local_rank": "set by the launcher for each process",
     "dataloader_num_workers": "0: the rows hold decoded images in memory (no worker copies)",
-    "disable_tqdm": "the progress display is the suite's (a quiet bar or the Trainer's logs)",
+    "disable_tqdm": "the progress display is the suite's (a quiet bar in a terminal, one line per logged step in a job log)",
     "eval_strategy": "training jobs get no eval dataset; evaluation is the evaluate verb",
     "vllm_server_base_url": "set by the job script that starts the vLLM server",
     "vllm_server_host": "set by the job script that starts the vLLM server",

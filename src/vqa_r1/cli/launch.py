@@ -158,6 +158,13 @@ def add_chain_and_monitor_verbs(sub) -> None:
                 "-n", "--lines", type=number(at_least(0)), default=40, help="lines to show (0: all)"
             )
             p.add_argument("--stderr", action="store_true", help="the job's stderr log")
+            p.add_argument(
+                "-f",
+                "--follow",
+                action="store_true",
+                help="go on printing what the jobs write until none runs (Ctrl-C stops "
+                "following, not the jobs)",
+            )
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
@@ -360,6 +367,8 @@ def doctor_result(launched, log: Path) -> int:
 def monitor(args: argparse.Namespace) -> int:
     if args.verb == "status":
         print(m.status_report(args.target, as_json=args.json))
+    elif args.verb == "logs" and args.follow:
+        m.follow_logs(args.target, args.lines, args.stderr, write=lambda t: print(t, flush=True))
     elif args.verb == "logs":
         print(m.logs_report(args.target, args.lines, args.stderr))
     else:

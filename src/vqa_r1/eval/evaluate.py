@@ -21,12 +21,14 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from vqa_r1 import claims
 from vqa_r1.answers import NUMBER_RULES, extract_answer
+from vqa_r1.clock import duration
 from vqa_r1.config import RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split, rows_instruction
 from vqa_r1.data.prompts import problem_text
@@ -339,9 +341,13 @@ def load_for_evaluation(
 
 
 def _progress(total: int, label: str, enabled: bool):
-    """A rich progress bar that advances by the batch size; silent when disabled."""
+    """Progress that advances by the batch size: a bar in a terminal; off one (a job log), a line
+    per batch (items done, the pace of this start, time left) instead of carriage returns;
+    silent when disabled."""
     if not enabled:
         return lambda n: None
+    if not sys.stderr.isatty():
+        return _progress_lines(total, label)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total, desc=label, unit="item", leave=False)
@@ -350,5 +356,24 @@ def _progress(total: int, label: str, enabled: bool):
         bar.update(n)
         if bar.n >= total:
             bar.close()
+
+    return advance
+
+
+def _progress_lines(total: int, label: str):
+    done = 0
+    began: tuple[float, int] | None = None
+
+    def advance(n: int) -> None:
+        nonlocal done, began
+        if began is None:  # the first call counts what an earlier attempt did, before timing
+            done, began = done + n, (time.perf_counter(), done + n)
+            return
+        done += n
+        rate = (done - began[1]) / max(time.perf_counter() - began[0], 1e-9)
+        left = (total - done) / rate if rate > 0 else None
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        print(f"{label}: {done}/{total} items{share} | {rate:.3g} items/s | left {duration(left)}",
+              flush=True)  # fmt: skip
 
     return advance

@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import submitit
 
 from vqa_r1 import claims
-from vqa_r1.clock import now_iso
+from vqa_r1.clock import duration, now_iso
 from vqa_r1.errors import UserError
 from vqa_r1.io import atomic_write_json, read_jsonl
 from vqa_r1.report.experiment import EXPERIMENT_FILE, read_experiment  # steps as a pipeline's
@@ -286,6 +287,9 @@ class JobStatus:
     run_dir: str | None = None
     note: str = ""
     health: list[dict] = field(default_factory=list)  # status.json's run-health alarms
+    # status.json's ``progress`` (train/step_line.py): step, max_steps, seconds_per_step, left_s,
+    # more_jobs, reward, reward_std, health, updated
+    progress: dict = field(default_factory=dict)
 
     def line(self) -> str:
         parts = [f"{self.label:<12}", f"job {self.job_id or '-':<10}", f"{self.state:<11}"]
@@ -297,8 +301,7 @@ class JobStatus:
         if self.starts is not None and self.starts > 1:
             parts.append(f"starts {self.starts}")
         parts.append(f"run {self.run_state or '-'}")
-        if self.last_step is not None:
-            parts.append(f"step {self.last_step}")
+        parts += self.progress_parts()
         if self.run_dir:
             parts.append(self.run_dir)
         text = "  ".join(parts)
@@ -311,6 +314,25 @@ class JobStatus:
             )
         return text
 
+    def progress_parts(self) -> list[str]:
+        """``step N/M``; while the run runs, also the time left at its measured pace (and the
+        requeued jobs it still needs), its last reward and its health."""
+        p = self.progress
+        if self.last_step is None and not p:
+            return []
+        step = self.last_step if self.last_step is not None else p.get("step")
+        parts = [f"step {step}" + (f"/{p['max_steps']}" if p.get("max_steps") else "")]
+        if self.run_state != "RUNNING" or not p:
+            return parts
+        left = f"left {duration(p.get('left_s'))}"
+        if p.get("more_jobs"):
+            left += f" (+{p['more_jobs']} requeued job{'s' if p['more_jobs'] > 1 else ''})"
+        parts.append(left)
+        if p.get("reward") is not None:
+            parts.append(f"reward {p['reward']:.3g}")
+        parts.append(f"health {p.get('health') or 'ok'}")
+        return parts
+
 
 def run_info(run_dir: Path | None) -> dict[str, Any]:
     """What the run itself says: status.json state, last logged step, evaluation scores."""
@@ -321,6 +343,7 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
         "starts": None,
         "reason": None,
         "health": [],
+        "progress": {},
     }
     if run_dir is None:
         return info
@@ -339,6 +362,8 @@ def run_info(run_dir: Path | None) -> dict[str, Any]:
                 "RUNNING: killed (SIGKILL, out of memory?); the same command resumes"
             )
     info["step"] = status.get("global_step")
+    if isinstance(status.get("progress"), dict):
+        info["progress"] = status["progress"]
     # a requeue is what a task recorded when SLURM requeued it; a start, any start: a manual
     # re-launch of the same command is not a requeue (issue 30)
     info["requeues"] = status.get("requeues", 0 if status.get("starts") else None)
@@ -378,6 +403,7 @@ def job_status(entry: Entry, rows: dict[str, dict[str, str]]) -> JobStatus:
         run_dir=str(entry.run_dir) if entry.run_dir else None,
         note=info["reason"] or "",
         health=info["health"],
+        progress=info["progress"],
     )
     if executor == "local" or (not job and entry.recorded_state):
         return local_status(status, entry, info)
@@ -556,6 +582,54 @@ def logs_report(target: str, lines: int = 40, stderr: bool = False) -> str:
         else:
             chunks.append(f"==> {name}: {path} <==\n{tail(path, lines)}")
     return "\n".join(chunks)
+
+
+# states of a job that may still write to its log
+STILL_WRITING = {"RUNNING", "PENDING", "REQUEUED", "SUBMITTED", "CONFIGURING", "COMPLETING",
+                 "SUSPENDED", "RESIZING"}  # fmt: skip
+
+
+def follow_logs(
+    target: str, lines: int = 40, stderr: bool = False, poll_s: float = 2.0, write=print
+) -> None:
+    """`logs --follow`: each job's tail, then what it writes as it writes it (whole lines), a
+    later step's log as soon as it starts, until no job of the target runs (and no launch that
+    starts the next step is alive); Ctrl-C stops following, not the jobs."""
+    offsets: dict[Path, int] = {}
+    pending: dict[Path, str] = {}
+    while True:
+        _, entries = resolve_target(target)
+        statuses = collect_status(entries)
+        going = any(s.state in STILL_WRITING for s in statuses) or any(
+            identity_alive(e.driver) for e in entries
+        )
+        for entry in entries:
+            path = log_path(entry.job or {}, stderr)
+            if path is None or not path.exists():
+                continue
+            if path not in offsets:  # its tail first (lines=0: all of it), as `logs` shows it
+                name = f"{entry.label} (job {(entry.job or {}).get('job_id', '-')})"
+                data = path.read_bytes()  # one read: what it writes next is followed below
+                offsets[path] = len(data)
+                shown = data.decode(errors="replace").splitlines()
+                shown = shown[-lines:] if lines > 0 else shown
+                write("\n".join([f"==> {name}: {path} <==", *shown]))
+                continue
+            with path.open("rb") as fh:
+                fh.seek(offsets[path])
+                chunk = fh.read()
+            offsets[path] += len(chunk)
+            text = pending.pop(path, "") + chunk.decode(errors="replace")
+            *whole, rest = text.split("\n")
+            if rest:
+                pending[path] = rest
+            for line in whole:
+                write(line)
+        if not going:
+            for line in pending.values():
+                write(line)
+            return
+        time.sleep(poll_s)
 
 
 # ------------------------------------------------------------------------------- cancel

@@ -280,7 +280,8 @@ def _pretrain(
     interrupt = StopOnInterrupt(sigterm=not os.environ.get("SLURM_JOB_ID"))
     trainer.add_callback(interrupt)
     resume = latest_checkpoint(work / "checkpoints")
-    fit(trainer, resume, interrupt, f"pretrain {cfg.family}" if quiet else None)
+    label = f"pretrain {cfg.family}"
+    fit(trainer, resume, interrupt, label if quiet else None, label)
     seconds = time.perf_counter() - started
     losses = [
         (r["step"], round(float(r["loss"]), 5)) for r in trainer.state.log_history if "loss" in r

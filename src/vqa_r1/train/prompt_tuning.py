@@ -457,7 +457,7 @@ def train_prompt(
         use_cache = getattr(loaded.model.config, "use_cache", None)
         try:
             label = f"prompt-tune {cfg.mode}" if progress else None
-            step, done = fit(trainer, resume, interrupt, label)
+            step, done = fit(trainer, resume, interrupt, label, f"prompt-tune {cfg.mode}", rd)
         finally:  # the model goes on to evaluation as it came: eval mode, its cache setting
             loaded.model.eval()
             if use_cache is not None:

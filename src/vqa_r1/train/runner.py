@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from vqa_r1.train.dynamic_sampling import DynamicSamplingMixin
 from vqa_r1.train.health import RunHealth
 from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
+from vqa_r1.train.step_line import StepLine
 from vqa_r1.train.trainer_hooks import (
     AtomicCheckpointMixin,
     EpochOrderSamplerMixin,
@@ -403,7 +405,7 @@ def _train(
     ):  # where the model trains, for `launch.py status` and a user checking for a CPU fallback
         rd.update_status(device=str(trainer.model.device), dtype=str(trainer.model.dtype))
     # (all ranks stop at the same step: launch/requeue.py shares the decision)
-    step, done = fit(trainer, resume, interrupt, progress)
+    step, done = fit(trainer, resume, interrupt, progress, config.verb, rd)
     health = next((c for c in trainer.callback_handler.callbacks if isinstance(c, RunHealth)), None)
     alarm = health.stopped_by if health is not None else None
     done = done and alarm is None  # stopped by an alarm, even at the last step: UNHEALTHY
@@ -469,15 +471,29 @@ def mark_running(rd: RunDir, verb: str, resume: Path | None) -> None:
 
 
 def fit(
-    trainer: Any, resume: Path | None, interrupt: StopOnInterrupt, progress: str | None
+    trainer: Any,
+    resume: Path | None,
+    interrupt: StopOnInterrupt,
+    progress: str | None,
+    label: str = "train",
+    rd: RunDir | None = None,
 ) -> tuple[int, bool]:
     """``trainer.train`` from ``resume`` with ``interrupt``'s signal handlers in place (it must be
-    one of the trainer's callbacks) and, with a ``progress`` label, one quiet progress bar.
-    Returns the global step reached and whether it is the last one: a callback may stop training
-    at a step boundary (its checkpoint is written); a stop during the last step still leaves a
-    complete run."""
-    if progress:
-        make_quiet(trainer, progress)
+    one of the trainer's callbacks). The console gets, instead of TRL's dict per logged step and
+    tqdm's carriage returns: with a ``progress`` label or in a terminal, one quiet bar; else (a
+    job log) one readable line per logged step (train/step_line.py). Either way the progress goes
+    to ``rd``'s status.json for `status`. Returns the global step reached and whether it is the
+    last one: a callback may stop training at a step boundary (its checkpoint is written); a stop
+    during the last step still leaves a complete run."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    bar = bool(progress) or sys.stderr.isatty()
+    if bar:
+        make_quiet(trainer, progress or label)
+    else:
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(StepLine(label, rd if ranks.is_main() else None, echo=not bar))
     interrupt.install()
     try:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
