@@ -39,6 +39,7 @@ from vqa_r1.train.health import RunHealth
 from vqa_r1.train.input_grads import hook_language_inputs_only
 from vqa_r1.train.progress import make_quiet
 from vqa_r1.train.step_line import StepLine
+from vqa_r1.train.trackers import continue_tensorboard
 from vqa_r1.train.trainer_hooks import (
     AtomicCheckpointMixin,
     EpochOrderSamplerMixin,
@@ -396,6 +397,7 @@ def _train(
         rows = fit_images(rows, loaded)
     interrupt = StopOnInterrupt(sigterm=sigterm_stops)
     trainer = build_trainer(config, rd, loaded, rows, [*callbacks, interrupt], args=args)
+    continue_tensorboard(trainer, rd.root, checkpoint_step(resume) if resume is not None else 0)
     # what the adapter is trained on, beside it in each checkpoint and final/: an adapter copied
     # out of its run is checked by it (models/loading.py, check_adapter_base)
     adapter_base = base_record.base_record(model_identity(config.model), loaded.path)
