@@ -324,6 +324,8 @@ def test_committed_results_rebuild_byte_for_byte(monkeypatch, capsys, tmp_path, 
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(tmp_path)  # the checkout's results/ and README.md, from any folder
+    monkeypatch.delenv("VQA_R1_STUDY_RESULTS", raising=False)
+    monkeypatch.setenv("VQA_R1_REALDATA", str(realdata))  # the study's folder: no default path
     code = main(["tables", "--check"])
     out = capsys.readouterr().out
     assert code == 0, out

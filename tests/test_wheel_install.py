@@ -89,25 +89,30 @@ def test_the_wheel_ships_the_library_only(wheel):
     assert f"{PACKAGE}/cli/bench.py" not in names and f"{PACKAGE}/cli/__init__.py" in names
 
 
-@pytest.mark.slow
-def test_the_installed_wheel_evaluates_a_tiny_model_outside_the_checkout(wheel, tmp_path):
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> tuple[Path, dict, str, Path]:
+    """(a folder outside the checkout, the environment of a Python that imports the installed
+    wheel only, the driver that runs ``MODULE ARGS...`` as ``python -m MODULE``)"""
     built, _ = wheel
-    site = tmp_path / "site"
+    tmp = tmp_path_factory.mktemp("installed")
+    site = tmp / "site"
     out = _run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
          "--target", str(site), str(built)],
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    work = tmp_path / "elsewhere"
+    work = tmp / "elsewhere"
     work.mkdir()
     env = {
         **os.environ,
         "PYTHONPATH": str(site),
-        "VQA_R1_CACHE": str(tmp_path / "cache"),
+        "VQA_R1_CACHE": str(tmp / "cache"),
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
     }
-    # `python -m vqa_r1 ...` with the checkout's src taken off sys.path (the venv's editable
+    for name in ("VQA_R1_CLUSTERS_DIR", "VQA_R1_JUDGE_PROMPTS", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    # `python -m MODULE ...` with the checkout's src taken off sys.path (the venv's editable
     # install puts it there), so that only the installed copy can be imported
     checkout_src = str(REPO / "src")
     driver = (
@@ -115,20 +120,73 @@ def test_the_installed_wheel_evaluates_a_tiny_model_outside_the_checkout(wheel, 
         f"sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != {checkout_src!r}]\n"
         "import vqa_r1\n"
         "print('vqa_r1 from', vqa_r1.__file__, file=sys.stderr, flush=True)\n"
-        "sys.argv[0] = 'vqa_r1'\n"
-        "runpy.run_module('vqa_r1', run_name='__main__', alter_sys=True)\n"
+        "module = sys.argv.pop(1)\n"
+        "sys.argv[0] = module\n"
+        "runpy.run_module(module, run_name='__main__', alter_sys=True)\n"
     )
+    return work, env, driver, site
+
+
+def _imported_from(site: Path, stderr: str) -> None:
+    imported = [line for line in stderr.splitlines() if line.startswith("vqa_r1 from ")]
+    assert imported, stderr[-3000:]
+    assert Path(imported[0].removeprefix("vqa_r1 from ")).is_relative_to(site), imported
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_evaluates_a_tiny_model_outside_the_checkout(installed):
+    work, env, driver, site = installed
     run_dir = work / "eval"
     out = _run(
-        [sys.executable, "-c", driver, "evaluate", "--model", "tiny-qwen2.5-vl-pretrained",
+        [sys.executable, "-c", driver, "vqa_r1", "evaluate", "--model", "tiny-qwen2.5-vl-pretrained",
          "--limit", "2", "--batch-size", "2", "--output-dir", str(run_dir),
          "--set", "data.synthetic_train=2", "--set", "data.synthetic_validation=2",
          "--set", "data.synthetic_test=2"],
         cwd=work, env=env,
     )  # fmt: skip
-    imported = [line for line in out.stderr.splitlines() if line.startswith("vqa_r1 from ")]
-    assert imported, out.stderr[-3000:]
-    assert Path(imported[0].removeprefix("vqa_r1 from ")).is_relative_to(site), imported
+    _imported_from(site, out.stderr)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     scores = json.loads((run_dir / "scores.json").read_text())
     assert scores["n"] == 2 and scores["model"] == "tiny-qwen2.5-vl-pretrained", scores
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_judges_and_dry_runs_on_a_shipped_profile(installed, wheel):
+    """Issue 34, item 4: no checkout behind it, the wheel's own judge prompts and cluster
+    profiles: `judge run` against the loopback server writes its checks, and the launcher
+    (`python -m vqa_r1.cli.launch`, `vqa-r1-launch` once installed with its scripts) prints the
+    sbatch script of a dry run on study-12h."""
+    from benchmarks.loopback import LoopbackOpenAI
+
+    work, env, driver, site = installed
+    names = set(zipfile.ZipFile(wheel[0]).namelist())
+    assert {
+        f"{PACKAGE}/clusters/study-12h.yaml",
+        f"{PACKAGE}/judge_prompts/taxonomy_v1.txt",
+    } <= names
+    responses = work / "base.json"
+    responses.write_text(json.dumps([
+        {"question": f"The cat {i} is left of the dog.", "true_response": " True ",
+         "predicted_response": f"The cat {i} sits left of the dog.\nAnswer: True\n"}
+        for i in range(3)
+    ]))  # fmt: skip
+    with LoopbackOpenAI() as server:
+        out = _run(
+            [sys.executable, "-c", driver, "vqa_r1", "judge", "run", "--judge-model",
+             "loopback-judge", "--base-url", server.base_url, "--responses", f"base={responses}",
+             "--out", str(work / "checks.json"), "--cache-dir", str(work / "cache")],
+            cwd=work, env=env,
+        )  # fmt: skip
+    _imported_from(site, out.stderr)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert len(json.loads((work / "checks.json").read_text())) == 3
+
+    out = _run(
+        [sys.executable, "-c", driver, "vqa_r1.cli.launch", "grpo", "--model", "qwen2.5-vl-3b",
+         "--cluster", "study-12h", "--dry-run", "--output-dir", str(work / "run")],
+        cwd=work, env=env,
+    )  # fmt: skip
+    _imported_from(site, out.stderr)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.startswith("#!/bin/bash") and "#SBATCH --gres=gpu:a100:1" in out.stdout
+    assert "export NCCL_DEBUG=WARN" in out.stdout and not (work / "run").exists()

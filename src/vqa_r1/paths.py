@@ -1,4 +1,5 @@
-"""Where generated artifacts are cached (tiny models, synthetic datasets): one root for all."""
+"""Where generated artifacts are cached (tiny models, synthetic datasets): one root for all; and
+where the data files the package reads live, in a checkout or an installed wheel."""
 
 from __future__ import annotations
 
@@ -12,3 +13,25 @@ def cache_root() -> Path:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vqa_r1"
     )
     return Path(base)
+
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+def checkout() -> Path | None:
+    """The repository this package runs from (``src/vqa_r1`` of it), or None for an install."""
+    root = PACKAGE.parents[1]
+    if PACKAGE.parent.name == "src" and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+def shipped(in_checkout: str, in_package: str) -> Path:
+    """A data folder kept in the repository at ``in_checkout`` (cluster profiles in
+    slurm/clusters, judge prompts in alignment_judge/prompts) and copied into the wheel at
+    ``vqa_r1/<in_package>`` (setup.py): the checkout's when running from one, else the copy, so
+    an installed wheel needs no checkout."""
+    root = checkout()
+    if root is not None and (root / in_checkout).is_dir():
+        return root / in_checkout
+    return PACKAGE / in_package

@@ -374,3 +374,7 @@ def monitor(args: argparse.Namespace) -> int:
     else:
         print(m.cancel(args.target))
     return 0
+
+
+if __name__ == "__main__":  # `python -m vqa_r1.cli.launch`: the launcher of an installed wheel
+    raise SystemExit(main())

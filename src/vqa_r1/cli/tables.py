@@ -18,8 +18,18 @@ STUDY_ENV = "VQA_R1_STUDY_RESULTS"
 # the checkout this package runs from: its results/ and README.md are the defaults, never the
 # current folder's (a user's ./results or ./README.md are not ours to rewrite)
 CHECKOUT = Path(__file__).resolve().parents[3]
-# the published study's scores.json files, where the repository's shared data keeps them
-DEFAULT_STUDY = CHECKOUT.parent / "shared/realdata/vlm_r1_vsr/results"
+# the published study's folder, as the suite names it (tests/conftest.py); its results/ holds the
+# scores.json files. No default path: the data is the user's, outside the package and checkout.
+REALDATA_ENV = "VQA_R1_REALDATA"
+
+
+def default_study() -> Path | None:
+    """$VQA_R1_STUDY_RESULTS, else $VQA_R1_REALDATA/results; None when neither is set."""
+    if os.environ.get(STUDY_ENV):
+        return Path(os.environ[STUDY_ENV])
+    if os.environ.get(REALDATA_ENV):
+        return Path(os.environ[REALDATA_ENV]) / "results"
+    return None
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
@@ -39,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         "--study",
         default=None,
         help=f"the study's results folder for the reference table (default: ${STUDY_ENV}, "
-        f"else {DEFAULT_STUDY}); skipped with a note when absent",
+        f"else ${REALDATA_ENV}/results); skipped with a note when absent",
     )
     parser.add_argument(
         "--readme",
@@ -109,9 +119,12 @@ def run(args: argparse.Namespace) -> int:
         missing = report["missing_rows"]
         note = f", {missing} row(s) missing (not evaluated yet, or failed)" if missing else ""
         print(f"{folder}: {len(report['written'])} files{note}")
-    study = Path(args.study or os.environ.get(STUDY_ENV) or DEFAULT_STUDY)
+    study = Path(args.study) if args.study else default_study()
     if results is None:
         pass  # only the named folders: nothing is written outside them
+    elif study is None:
+        print(f"note: no study results named (--study DIR, ${STUDY_ENV} or ${REALDATA_ENV}); "
+              "reference table skipped")  # fmt: skip
     elif study.exists():
         out = results / "study"
         files, paths = _rebuilt(out, ("*",), lambda: write_study_table(study, out))

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vqa_r1.errors import UserError
 from vqa_r1.judge.prompts import InvalidVerdict
 
 log = logging.getLogger("vqa_r1.judge")
@@ -115,8 +116,7 @@ class OpenAIJudgeClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         seed: int | None = None,
     ) -> None:
-        import openai
-
+        openai = require_openai()
         self._openai = openai
         self.model = model
         self.temperature = temperature
@@ -237,3 +237,16 @@ class OpenAIJudgeClient:
             out.error = None
             out.raw = None
             return out
+
+
+def require_openai() -> Any:
+    """The openai client module, or one line saying how to install it: the judge's dependencies
+    are an extra (``vqa-r1[judge]``), not needed to train or evaluate."""
+    try:
+        import openai
+    except ImportError:
+        raise UserError(
+            "the judge needs the openai client, which this install lacks: "
+            "pip install 'vqa-r1[judge]' (or pip install openai python-dotenv)"
+        ) from None
+    return openai

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
+from vqa_r1.paths import shipped
 from vqa_r1.typed_config import read_bool
 
 PROMPTS_ENV = "VQA_R1_JUDGE_PROMPTS"
@@ -29,11 +30,12 @@ _FILE_NAME = re.compile(r"^(?P<name>[a-z0-9_-]+?)_v(?P<version>\d+)$")
 
 
 def prompts_dir() -> Path:
-    """The repository's ``alignment_judge/prompts`` (or ``$VQA_R1_JUDGE_PROMPTS``)."""
+    """``$VQA_R1_JUDGE_PROMPTS``, else the shipped prompts: the checkout's
+    ``alignment_judge/prompts``, or their copy in an installed wheel."""
     env = os.environ.get(PROMPTS_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3] / "alignment_judge" / "prompts"
+    return shipped("alignment_judge/prompts", "judge_prompts")
 
 
 class InvalidVerdict(ValueError):

@@ -370,6 +370,10 @@ class GraphBuilder:
 
     def judge(self, config: JudgeJobConfig, out: Path, setup: list[str]) -> Step:
         """judge: one GPU when it serves its own vLLM model, none for an API."""
+        from vqa_r1.judge.client import require_openai
+
+        if config.backend == "openai":  # an install without the judge extra: one line, now
+            require_openai()
         job = self.job
         _one_process(job, "judge")
         settings = judge_settings(config)

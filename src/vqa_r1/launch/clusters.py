@@ -19,6 +19,7 @@ from typing import Any
 
 from vqa_r1.domains import above, at_least
 from vqa_r1.errors import UserError
+from vqa_r1.paths import shipped
 from vqa_r1.typed_config import build, load_mapping, option
 
 CLUSTERS_DIR_ENV = "VQA_R1_CLUSTERS_DIR"
@@ -163,12 +164,12 @@ def format_slurm_time(minutes: int) -> str:
 
 
 def clusters_dir() -> Path:
-    """The profile directory: $VQA_R1_CLUSTERS_DIR, else the checkout's slurm/clusters."""
+    """The profile directory: $VQA_R1_CLUSTERS_DIR (a user's own folder of profiles), else the
+    shipped ones: the checkout's slurm/clusters, or their copy in an installed wheel."""
     override = os.environ.get(CLUSTERS_DIR_ENV)
     if override:
         return Path(override)
-    checkout = Path(__file__).resolve().parents[3] / "slurm" / "clusters"
-    return checkout if checkout.is_dir() else Path.cwd() / "slurm" / "clusters"
+    return shipped("slurm/clusters", "clusters")
 
 
 def list_clusters(directory: Path | None = None) -> list[str]:

@@ -63,11 +63,13 @@ def snapshot_code(target: Path) -> Path:
 
 
 def judge_prompts() -> Path | None:
-    """The checkout's judge prompts, copied beside the package by ``snapshot_code``."""
-    import vqa_r1
+    """The checkout's judge prompts, copied beside the package by ``snapshot_code``; None in an
+    installed wheel, whose copy is inside the package (and so in the snapshot)."""
+    from vqa_r1.paths import checkout
 
-    prompts = Path(vqa_r1.__file__).parents[2] / "alignment_judge" / "prompts"
-    return prompts if prompts.exists() else None
+    root = checkout()
+    prompts = root / "alignment_judge" / "prompts" if root is not None else None
+    return prompts if prompts is not None and prompts.is_dir() else None
 
 
 def snapshot_setup(snapshot: Path) -> list[str]:
