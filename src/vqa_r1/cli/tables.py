@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from vqa_r1.errors import UserError
+from vqa_r1.paths import checkout
 from vqa_r1.report.experiment import EXPERIMENT_FILE, build_report
 from vqa_r1.report.readme import sync_document
 from vqa_r1.report.study import write_study_table
@@ -17,7 +18,7 @@ from vqa_r1.report.study import write_study_table
 STUDY_ENV = "VQA_R1_STUDY_RESULTS"
 # the checkout this package runs from: its results/ and README.md are the defaults, never the
 # current folder's (a user's ./results or ./README.md are not ours to rewrite)
-CHECKOUT = Path(__file__).resolve().parents[3]
+CHECKOUT = checkout() or Path.cwd() / "<no checkout>"  # an installed wheel has no results/
 # the published study's folder, as the suite names it (tests/conftest.py); its results/ holds the
 # scores.json files. No default path: the data is the user's, outside the package and checkout.
 REALDATA_ENV = "VQA_R1_REALDATA"
@@ -91,8 +92,8 @@ def _results(args: argparse.Namespace) -> Path | None:
         return None
     if not (CHECKOUT / "results").is_dir():
         raise UserError(
-            f"no results folder at {CHECKOUT / 'results'} (vqa-r1 installed outside a checkout): "
-            "name one with --results DIR, or experiment folders"
+            "no results folder: vqa-r1 runs from an installed package, not a checkout; name one "
+            "with --results DIR, or experiment folders"
         )
     return CHECKOUT / "results"
 
