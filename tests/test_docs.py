@@ -57,6 +57,7 @@ def test_a_broken_link_fails_the_build(tmp_path):
     config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
     config["docs_dir"] = str(docs)
     config["theme"] = {"name": "mkdocs"}  # mkdocs' own theme: the same checks, a faster build
+    config["hooks"] = [str(REPO / h) for h in config.get("hooks", [])]
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     out = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert out.returncode != 0 and "no-such-page.md" in out.stdout + out.stderr

@@ -255,13 +255,17 @@ def test_tables_of_one_experiment_write_nothing_outside_it(tmp_path, monkeypatch
     assert main(["tables", "--results", str(tmp_path / "nope")]) == 2
 
 
-def test_the_readme_shows_the_generated_tables_verbatim():
+def test_the_readme_and_the_docs_show_the_generated_tables_verbatim():
     from vqa_r1.report.readme import synced
 
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    text = readme.read_text()
-    assert text.count("<!-- table: ") >= 2  # the text-bias and sim2real tables at least
-    assert synced(text, readme.parent) == text, "run `vqa-r1 tables` to refresh README's tables"
+    repo = Path(__file__).resolve().parents[1]
+    documents = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+    blocks = 0
+    for document in documents:
+        text = document.read_text()
+        blocks += text.count("<!-- table: ")
+        assert synced(text, document.parent) == text, f"run `vqa-r1 tables` to refresh {document}"
+    assert blocks >= 9  # the demo's four, text bias (two), sim2real, prompt tuning, sampling
 
 
 def _spatialsense(root: Path, splits: tuple[str, ...]) -> Path:

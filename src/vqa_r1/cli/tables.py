@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         "--readme",
         default=None,
         help="document whose table blocks (<!-- table: PATH -->) are rewritten from the table "
-        "files (default: the checkout's README.md when its results/ is rebuilt)",
+        "files (default: the checkout's README.md and docs/ pages when its results/ is rebuilt)",
     )
     parser.add_argument(
         "--check",
@@ -103,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
     if results is not None and not results.is_dir():
         raise UserError(f"--results {results}: no such folder")
     readme = Path(args.readme) if args.readme else None
-    if readme is None and results == CHECKOUT / "results":
-        readme = CHECKOUT / "README.md"
     if readme is not None and not readme.is_file():
         raise UserError(f"--readme {readme}: no such file")
+    documents = [readme] if readme is not None else []
+    if readme is None and results == CHECKOUT / "results":  # the README and the docs' pages
+        documents = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").rglob("*.md"))]
     folders = [Path(f) for f in args.folders] or sorted(
         p.parent for p in results.rglob(EXPERIMENT_FILE)
     )
@@ -133,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{out}: the study's published scores ({study}), {len(paths)} files")
     else:
         print(f"note: no study results at {study}; reference table skipped (--study DIR)")
-    if readme is not None and sync_document(readme):
-        changed.append(str(readme))
+    changed += [str(document) for document in documents if sync_document(document)]
     if args.check and changed:
         print("changed by the rebuild:\n  " + "\n  ".join(changed))
         return 1
