@@ -51,7 +51,7 @@ def test_pixi_tasks_exist_and_answer_help():
 
 
 def test_readme_commands_exist_and_run():
-    """The README's commands as a user types them: the two quick-start scripts and the launcher."""
+    """The README's first two commands are the quick start's two scripts, and CI runs the second."""
     readme = (REPO / "README.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
     commands = [line.split("#")[0].strip() for b in blocks for line in b.splitlines()]
@@ -63,13 +63,9 @@ def test_readme_commands_exist_and_run():
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
     # the README's test command, ending with its cost: the 25 slowest tests and the total
     assert ci[-1] == "exec scripts/test -ra --durations=25 --durations-min=0", ci[-1]
-    launches = [c for c in commands if c.startswith("python slurm/launch.py")]
-    assert len(launches) >= 2
-    for command in launches:  # submitted here as dry runs: same parsing and login-node checks
-        argv = shlex.split(command)[1:]
-        out = _run([sys.executable, *argv, *([] if "--dry-run" in argv else ["--dry-run"])])
-        assert out.returncode == 0, f"{command}: {out.stderr[-500:]}"
-        assert "#SBATCH" in out.stdout and "--model qwen2.5-vl-3b" in out.stdout, command
+    # the launcher's commands, as dry runs, and every other command the README and the docs
+    # show: tests/test_docs.py (in this process)
+    assert any(c.startswith("python slurm/launch.py") for c in commands)
 
 
 def test_configuration_reference_is_generated_from_the_field_metadata():

@@ -4,6 +4,8 @@ build --strict` fails on a missing page, a broken link or anchor, a snippet that
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -61,3 +63,48 @@ def test_a_broken_link_fails_the_build(tmp_path):
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     out = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert out.returncode != 0 and "no-such-page.md" in out.stdout + out.stderr
+
+
+# commands a page shows that this machine cannot run: they need the package index or the Hub
+NOT_RUN_HERE = {"pip install", "hf download"}
+
+
+def _commands() -> list[tuple[str, str]]:
+    """(page, command) of every command line in a bash block of the README and the docs."""
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S):
+            for line in block.splitlines():
+                command = line.split("#")[0].strip()
+                if command:
+                    found.append((str(page.relative_to(REPO)), command))
+    return found
+
+
+def test_every_command_the_readme_and_the_docs_show_is_run_or_parsed(tmp_path, monkeypatch):
+    """A launcher command is submitted as a dry run (the same parsing and login-node checks); a
+    `vqa-r1` command is parsed by its own parser (every flag exists); a script exists and is
+    executable; only installs and downloads (NOT_RUN_HERE) are left alone, and say so here."""
+    from cli_helpers import run_in_process
+
+    from vqa_r1.cli import build_parser
+    from vqa_r1.cli.launch import main as launch_main
+
+    monkeypatch.chdir(tmp_path)  # a dry run writes nothing; if it did, not in the checkout
+    seen = set()
+    for page, command in _commands():
+        argv = shlex.split(command)
+        if command.startswith("python slurm/launch.py"):
+            argv = argv[2:] + ([] if "--dry-run" in argv else ["--dry-run"])
+            out = run_in_process(launch_main, argv)
+            assert out.returncode == 0, f"{page}: {command}: {out.stderr[-800:]}"
+            assert "#SBATCH" in out.stdout, f"{page}: {command}"
+        elif argv[0] == "vqa-r1":
+            build_parser(argv[1:]).parse_args(argv[1:])
+        elif argv[0].startswith("scripts/"):
+            assert os.access(REPO / argv[0], os.X_OK), f"{page}: {argv[0]} is not executable"
+        else:
+            assert " ".join(argv[:2]) in NOT_RUN_HERE, f"{page}: {command}: not checked by a test"
+        seen.add(argv[0] if not command.startswith("python") else "launch")
+    assert {"launch", "vqa-r1", "scripts/demo"} <= seen
+    assert list(tmp_path.iterdir()) == []
