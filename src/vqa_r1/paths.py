@@ -19,11 +19,9 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def checkout() -> Path | None:
-    """The repository this package runs from (``src/vqa_r1`` of it), or None for an install."""
-    root = PACKAGE.parents[1]
-    if PACKAGE.parent.name == "src" and (root / "pyproject.toml").is_file():
-        return root
-    return None
+    """The repository this package runs from (``src/vqa_r1`` of it, or of a copy of its folders),
+    or None for an installed package or a job's code snapshot."""
+    return PACKAGE.parents[1] if PACKAGE.parent.name == "src" else None
 
 
 def shipped(in_checkout: str, in_package: str) -> Path:
