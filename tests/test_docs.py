@@ -108,3 +108,27 @@ def test_every_command_the_readme_and_the_docs_show_is_run_or_parsed(tmp_path, m
         seen.add(argv[0] if not command.startswith("python") else "launch")
     assert {"launch", "vqa-r1", "scripts/demo"} <= seen
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_readme_is_a_front_page_whose_command_table_names_every_verb():
+    """Under 350 lines (the manual is docs/), and its table of commands names each `vqa-r1` verb
+    and each launcher verb that exists, and no other."""
+    from vqa_r1.cli import build_parser
+    from vqa_r1.cli.launch import build_parser as launch_parser
+
+    readme = (REPO / "README.md").read_text()
+    assert readme.count("\n") < 350
+    table = readme.split("## What each command does", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`vqa-r1 ([a-z-]+)`", table))
+    assert named == set(_verbs(build_parser([]))), named
+    launcher = table.split("`python slurm/launch.py`", 1)[1]
+    assert set(re.findall(r"`([a-z-]+)[^`]*`", launcher)) == set(_verbs(launch_parser())) | {
+        "--sweep"
+    }
+
+
+def _verbs(parser) -> list[str]:
+    import argparse
+
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(action.choices)

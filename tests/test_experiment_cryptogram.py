@@ -76,7 +76,7 @@ def test_the_plan_names_the_tiny_model_pretrained_for_the_study(tmp_path, capsys
     but never learned letter shapes, so its plan says which model did; the studies model and a hub
     model get no note. Counting declares none: the default learns to count in its SFT."""
     note = "# note: {} was not pretrained for this task; the tiny model pretrained for it is "
-    note += "tiny-qwen2.5-vl-studies (README, 'Pretrained tiny models')"
+    note += "tiny-qwen2.5-vl-studies (docs/models.md, 'Pretrained tiny models')"
     for model, extra, noted in [
         (TINY, [], name == "cryptogram"),
         ("tiny-qwen2.5-vl-studies", [], False),

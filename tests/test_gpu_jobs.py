@@ -285,11 +285,11 @@ def test_submission_refuses_a_snapshot_with_only_config_json(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_the_readme_quotes_the_message_a_job_gives():
+def test_the_docs_quote_the_message_a_job_gives():
     smi = SmiReport("535.104.05", [Gpu("NVIDIA A100", (8, 0), 80.0)])
     message = cuda_problem(cu130(False), smi)
-    readme = " ".join((REPO / "README.md").read_text().split())
-    assert f"`{message}`" in readme
+    page = " ".join((REPO / "docs" / "installation.md").read_text().split())
+    assert f"`{message}`" in page
 
 
 @pytest.mark.parametrize(

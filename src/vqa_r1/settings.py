@@ -8,7 +8,7 @@ resolved config without what may change from one launch of a run to the next:
 - where it writes (``output_dir``) and where it runs (``resources``: GPUs, nodes, time, memory);
 - how fast the host runs it (``train.num_threads``, ``num_threads``);
 - how it is watched (``train.health_window``, ``train.health_action``): an UNHEALTHY GRPO run goes
-  on with ``--set train.health_action=warn`` (README, "Run health").
+  on with ``--set train.health_action=warn`` (docs/run-health.md).
 
 How often a job may requeue (``--max-requeues``) is a job option, never part of the settings.
 

@@ -72,7 +72,7 @@ def add_dataset_argument(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         default=None,
         help="'synthetic', a dataset folder (save_to_disk) or a release folder (VSR, Rel3D, "
-        "SpatialSense, DrivingVQA, SuperCLEVR counting, R1-V's CLEVR rows; README 'Datasets')",
+        "SpatialSense, DrivingVQA, SuperCLEVR counting, R1-V's CLEVR rows; docs/datasets.md)",
     )
 
 

@@ -3,7 +3,7 @@
 Why a curriculum: a randomly initialised tiny VLM does not learn to check a spatial claim against an
 image in minutes on CPU, yet real VLMs come to GRPO already able to read images and compare text.
 What a tiny model learns quickly was measured on this machine (shared notes, and this module's own
-trials, README "Demo results"): naming the object at a position ("what colour is the object on the
+trials, docs/experiments/demo.md): naming the object at a position ("what colour is the object on the
 left?") in minutes, and comparing tokens that stand at fixed places; naming the position of a named
 object, or searching a list for a name, sits on long plateaus; and the tiny vision tower tells
 colours apart at once but shapes only slowly (measured: colour per slot 0.95-0.99, shape at chance

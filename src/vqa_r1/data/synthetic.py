@@ -34,7 +34,7 @@ COLORS: dict[str, tuple[int, int, int]] = {
 # A letter's ink where letters are told apart by colour as well as shape (the curriculum's cell
 # task; cryptograms with ``letter_colours``): a to f in the six colours above, in order. The tiny
 # models' two-layer vision towers learn colours from the curriculum but did not learn letter shapes
-# from 16,000 tables (README, "Pretrained tiny models").
+# from 16,000 tables (docs/models.md, "Pretrained tiny models").
 LETTER_COLORS: dict[str, tuple[int, int, int]] = dict(zip("abcdef", COLORS.values(), strict=True))
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
 # relation -> (its opposite, axis, sign): "a left of b" means x(a) < x(b)
@@ -107,7 +107,7 @@ class SceneConfig:
     background_style: str = "plain"  # plain | ramp
     # every object a different colour, so that a colour names an object (the layout reasoning of
     # the pretrained tiny models reads colours, which a tiny vision tower sees at once; shapes it
-    # learns far more slowly, README "Demo results")
+    # learns far more slowly, docs/experiments/demo.md)
     distinct_colors: bool = False
     # None: the "sim" look. A DomainShift draws the very same scenes in a shifted look.
     shift: DomainShift | None = None

@@ -142,7 +142,7 @@ def tiny_model_note(study: Study) -> list[str]:
         return []
     return [
         f"# note: {study.model} was not pretrained for this task; the tiny model pretrained for "
-        f"it is {wanted} (README, 'Pretrained tiny models')"
+        f"it is {wanted} (docs/models.md, 'Pretrained tiny models')"
     ]
 
 

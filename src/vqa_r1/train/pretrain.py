@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class PretrainConfig:
     """Defaults are the shipped models' settings, except the Qwen model's init seed 1 (seed 0 stayed
-    at chance on the True/False comparison, README "Demo results"); each card gives its command."""
+    at chance on the True/False comparison, docs/experiments/demo.md); each card gives its command."""
 
     family: str = option("qwen2_5_vl", help="model family (set by --family)")
     seed: int = option(0, help="model init, curriculum and data order", domain=SEED)
