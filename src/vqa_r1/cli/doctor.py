@@ -10,6 +10,7 @@ import argparse
 
 from vqa_r1.cli.common import number
 from vqa_r1.domains import at_least
+from vqa_r1.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
@@ -29,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     )
     parser.add_argument(
         "--run-dir", default=".", help="where runs will write: its free disk (default: here)"
+    )
+    parser.add_argument(
+        "--verb",
+        choices=["sft", "grpo"],
+        default=None,
+        help="print each --model's memory plan for this verb's recipe against the --cluster "
+        "profile's GPU (exit 1 when it cannot fit: its submission would be refused)",
     )
 
 
@@ -51,4 +59,12 @@ def run(args: argparse.Namespace) -> int:
     options = DoctorOptions(args.models, args.gpus, args.cluster, args.run_dir)
     text, status = report(run_checks(options))
     print(text)
+    if args.verb:
+        from vqa_r1.launch.doctor import memory_report
+
+        if not args.models:
+            raise UserError("--verb needs --model NAME: the model whose memory plan to print")
+        plan_text, plan_status = memory_report(args.models, args.verb, args.cluster)
+        print(plan_text)
+        status = max(status, plan_status)
     return status

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -203,6 +204,7 @@ class GraphBuilder:
             f"# vqa-r1 {verb} --model {config.model.name} --recipe {config.recipe}",
             f"# run directory: {run_dir}",
             f"# settings: {flat.strip()}",
+            *self.memory_plan(config, res.gpus),
         )
         kind = TrainTask if verb in ("sft", "grpo") else {"evaluate": EvaluateTask}.get(verb)
         if kind is TrainTask:
@@ -221,6 +223,32 @@ class GraphBuilder:
         )
         info = {**(info or {}), "settings": step_settings(config.to_dict())}
         return self.add(Step(name, run_dir, request, tuple(after), info=info), config)
+
+    def memory_plan(self, config: RunConfig, gpus: int) -> tuple[str, ...]:
+        """A training job for a cluster's GPUs: its memory plan, as comment lines of the job
+        script (so a dry run prints it), and refused here when it cannot fit the profile's GPU
+        (``gpu_mem_gb``). A local or in-process job runs on this machine's GPUs, not the
+        profile's: no plan is checked for it."""
+        if config.verb not in ("sft", "grpo") or gpus < 1 or self.inprocess:
+            return ()
+        cluster = (
+            self.job.dry_run
+            or self.job.executor == "slurm"
+            or (self.job.executor == "auto" and shutil.which("sbatch") is not None)
+        )
+        if not cluster:
+            return ()
+        from vqa_r1.models.memory_plan import check_fits, plan, with_gpu
+
+        memory = plan(config, gpus)
+        if memory is None:
+            return ()
+        profile = load_cluster(self.job.cluster or default_cluster())
+        card = profile.gpu_mem_gb
+        if card:
+            check_fits(memory, card, f"cluster {profile.name}")
+            memory = with_gpu(memory, card)
+        return tuple(f"# {line}" for line in memory.lines(card))
 
     def train(
         self,

@@ -53,6 +53,13 @@ class ClusterProfile:
         minimum=0,
     )
     cpus_per_gpu: int = option(4, help="CPUs per GPU", parse=lambda r: _count(1)(r), minimum=1)
+    gpu_mem_gb: float | None = option(
+        None,
+        help="memory of one GPU in GiB (an 80 GB card: 80): a recipe whose memory plan does not "
+        "fit it is refused before queueing (models/memory_plan.py); none: not checked",
+        parse=lambda r: _optional_gb(r),
+        domain=above(0),
+    )
     mem_per_gpu_gb: float | None = option(
         None, help="memory per GPU in GB", parse=lambda r: _optional_gb(r), domain=above(0)
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from vqa_r1.errors import UserError
 from vqa_r1.launch import cuda_check
 from vqa_r1.launch.cuda_check import SmiReport, TorchCuda
 
@@ -82,6 +83,40 @@ def report(checks: list[Check]) -> tuple[str, int]:
     lines = [c.line() for c in checks]
     lines.append(f"{len(checks)} checks: {failed} failed, {warned} warnings")
     return "\n".join(lines), 1 if failed else 0
+
+
+def memory_report(models: list[str], verb: str, cluster: str | None) -> tuple[str, int]:
+    """`doctor --verb sft|grpo`: each model's memory plan for its recipe (models/memory_plan.py)
+    against the profile's GPU (``gpu_mem_gb``); exit status 1 when one does not fit, as the
+    submission of that recipe would be refused."""
+    from vqa_r1.launch.clusters import load_cluster
+    from vqa_r1.launch.job_script import default_cluster
+    from vqa_r1.models.memory_plan import check_fits, plan, with_gpu
+    from vqa_r1.recipes import load_config
+
+    profile = load_cluster(cluster or default_cluster())
+    card = profile.gpu_mem_gb
+    lines, status = [], 0
+    for name in models:
+        memory = plan(load_config(verb, name))
+        if memory is None:
+            lines.append(
+                f"memory plan: {name} has no shipped architecture (a tiny model needs none)"
+            )
+            continue
+        if card:
+            memory = with_gpu(memory, card)
+        lines += memory.lines(card)
+        if not card:
+            lines.append(f"  cluster {profile.name} states no gpu_mem_gb: not checked")
+            continue
+        try:
+            check_fits(memory, card, f"cluster {profile.name}")
+            lines.append(f"  fits: {memory.peak_gib:.1f} of {card:g} GiB per GPU")
+        except UserError as err:
+            lines.append(f"  FAIL {err}")
+            status = 1
+    return "\n".join(lines), status
 
 
 # ------------------------------------------------------------------------------------ GPUs
