@@ -61,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
     print(text)
     if args.verb:
         from vqa_r1.launch.doctor import memory_report
+        from vqa_r1.launch.job_script import default_cluster
 
         if not args.models:
             raise UserError("--verb needs --model NAME: the model whose memory plan to print")
-        plan_text, plan_status = memory_report(args.models, args.verb, args.cluster)
+        cluster = args.cluster or default_cluster()
+        plan_text, plan_status = memory_report(args.models, args.verb, cluster)
         print(plan_text)
         status = max(status, plan_status)
     return status

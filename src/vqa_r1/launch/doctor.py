@@ -85,16 +85,15 @@ def report(checks: list[Check]) -> tuple[str, int]:
     return "\n".join(lines), 1 if failed else 0
 
 
-def memory_report(models: list[str], verb: str, cluster: str | None) -> tuple[str, int]:
+def memory_report(models: list[str], verb: str, cluster: str) -> tuple[str, int]:
     """`doctor --verb sft|grpo`: each model's memory plan for its recipe (models/memory_plan.py)
     against the profile's GPU (``gpu_mem_gb``); exit status 1 when one does not fit, as the
     submission of that recipe would be refused."""
     from vqa_r1.launch.clusters import load_cluster
-    from vqa_r1.launch.job_script import default_cluster
     from vqa_r1.models.memory_plan import check_fits, plan, with_gpu
     from vqa_r1.recipes import load_config
 
-    profile = load_cluster(cluster or default_cluster())
+    profile = load_cluster(cluster)
     card = profile.gpu_mem_gb
     lines, status = [], 0
     for name in models:
