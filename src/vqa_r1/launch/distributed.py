@@ -238,13 +238,50 @@ def supported_vllm_range() -> str:
 
 
 def check_vllm(config: Any, gpus: int, processes: int) -> list[str]:
-    """vLLM placement against the request, and the installed vLLM against TRL's range.
+    """vLLM placement against the request, the installed vLLM against TRL's range, and the image
+    prompts vLLM would get (``refuse_image_prompts``).
 
     Returns notes for the user (vLLM not installed on this login node); raises UserError for a
     request that cannot run."""
-    t = config.train
-    if config.verb != "grpo" or not t.use_vllm:
+    if config.verb != "grpo" or not config.train.use_vllm:
         return []
+    notes = _check_vllm_install(config, gpus, processes)
+    refuse_image_prompts(config)
+    return notes
+
+
+def refuse_image_prompts(config: Any) -> None:
+    """vLLM with image prompts only where vLLM sees the image tokens the trainer's ids hold.
+
+    Colocate: TRL 1.16 tokenizes each prompt with the processor (its ids already hold the N image
+    tokens) and hands vLLM those ids with the image; vLLM 0.31 applies its prompt updates to a
+    token prompt without checking that they are there, so the model sees 2N-1 image tokens, N-1
+    of them as text (vLLM's ``_apply_token_matches_with_placeholders`` on a prompt of 6 image pads
+    returned 11). Nothing fails: the completions are off-policy and TRL's importance sampling
+    masks many of them. Server mode sends the text prompt and the image, and vLLM's processor
+    expands it: right where it makes the trainer's tokens, which Qwen2.5-VL's images resized to
+    the recipe's budget and its pixel limits passed to the server do; SmolVLM's tiles give one run
+    of image tokens per tile (TRL 1.16 fails at step 1: "Found 5 runs of image tokens in the
+    prompt but 1 images were processed"), and InternVL's tiling in vLLM is not checked against
+    the trainer's. Those are refused until a test runs vLLM's own processing on them."""
+    t = config.train
+    family = get_spec(config.model.name).family
+    if t.vllm_mode == "colocate":
+        raise UserError(
+            "train.use_vllm with vllm_mode=colocate: vLLM 0.31 expands the image tokens TRL 1.16 "
+            "already put in the prompt ids (2N-1 image tokens per image, without an error), so "
+            "it is refused; use --set train.vllm_mode=server (Qwen2.5-VL) or train.use_vllm=false"
+        )
+    if family != "qwen2_5_vl":
+        raise UserError(
+            f"train.use_vllm with vllm_mode=server on {config.model.name}: vLLM's processor may "
+            "give its images other image tokens than the trainer's (SmolVLM's tiles: TRL fails "
+            "at step 1; InternVL's: not checked), so it is refused; use train.use_vllm=false"
+        )
+
+
+def _check_vllm_install(config: Any, gpus: int, processes: int) -> list[str]:
+    t = config.train
     if gpus < 1:
         raise UserError("train.use_vllm needs GPUs (--gpus); vLLM does not generate on CPU")
     tp = t.vllm_tensor_parallel_size
