@@ -42,7 +42,7 @@ def test_grpo_3b_dry_run_requests_a_gpu_and_carries_the_recipe():
     assert "#SBATCH --signal=USR2@" in script and "#SBATCH --time=" in script
     assert (
         "learning_rate: 1.0e-05" in script
-        and "num_generations: 4" in script
+        and "num_generations: 8" in script
         and "beta: 0.04" in script
     )
     assert "/tmp/vqa-r1-dry/jobs/%j_0_log.out" in script

@@ -20,6 +20,7 @@ from vqa_r1.recipes import (
     RECIPE_VERBS,
     VERBS,
     config_from_recipe,
+    list_overlays,
     list_recipes,
     load_config,
     recipe_layers,
@@ -98,8 +99,9 @@ def test_every_value_in_a_recipe_file_reaches_some_model():
     reached = set()
     for name in MODELS:
         for verb in VERBS:
-            _, sources = resolve_with_sources(verb, name)
-            reached.update(sources.items())
+            for recipe in (None, *list_overlays()):  # the model's own, and each shipped overlay
+                _, sources = resolve_with_sources(verb, name, recipe)
+                reached.update(sources.items())
     for path in RECIPE_FILES:
         data = load_mapping(path)
         parts = {_label(path): {k: v for k, v in data.items() if k not in RECIPE_VERBS}}
@@ -146,7 +148,7 @@ def test_a_recipe_file_applies_on_the_models_recipe(tmp_path):
     grpo, sources = resolve_with_sources("grpo", "qwen2.5-vl-7b", str(patch))
     assert grpo.recipe == str(patch) and grpo.train.learning_rate == 0.5
     assert sources["train.learning_rate"] == str(patch)
-    assert grpo.train.deepspeed == "zero3" and grpo.lora.r == 16  # the model's; no sft part
+    assert grpo.model.max_pixels == 401408 and grpo.lora.r == 16  # the model's; no sft part
     merge, sources = resolve_with_sources("merge", "qwen2.5-vl-7b", str(patch))
     assert merge.lora.r == 3 and sources["lora.r"] == f"{patch} [sft]"
     patch.write_text("grpo: [1]\n")
@@ -187,9 +189,9 @@ def _user_runs(*argv: str) -> dict[str, tuple[str, str]]:
 
 
 def test_config_shows_where_each_value_came_from():
-    rows = _user_runs("--model", "qwen2.5-vl-7b", "--verb", "grpo")
-    assert rows["train.deepspeed"] == ("zero3", "recipes/qwen2_5_vl/7b.yaml [grpo]")
-    assert rows["resources.gpus"] == ("2", "recipes/qwen2_5_vl/7b.yaml [grpo]")
+    rows = _user_runs("--model", "qwen2.5-vl-7b", "--verb", "grpo", "--recipe", "study")
+    assert rows["train.num_generations"] == ("4", "recipes/overlays/study.yaml [grpo]")
+    assert rows["resources.gpus"] == ("1", "recipes/defaults/gpu.yaml")
     assert rows["model.max_pixels"] == ("401408", "recipes/qwen2_5_vl/gpu.yaml")
     assert rows["train.learning_rate"] == ("1e-05", "recipes/defaults/gpu.yaml [grpo]")
     assert rows["model.dtype"] == ("bfloat16", "recipes/defaults/gpu.yaml")

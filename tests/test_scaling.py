@@ -155,19 +155,21 @@ def test_processes_per_node_with_gpus_must_match_them(dry):
 
 
 def test_grpo_batch_rule_is_checked_at_submission(dry):
-    # 4 per device x 3 processes x 1 accumulation step = 12 completions, not whole groups of 8
-    code, _, _, err = dry(*GRPO_3B, "--gpus", "3", "--set", "train.num_generations=8")
+    # the study's batch: 4 per device x 3 processes x 1 accumulation step = 12 completions, not
+    # whole groups of 8
+    study = [*GRPO_3B, "--recipe", "study"]
+    code, _, _, err = dry(*study, "--gpus", "3", "--set", "train.num_generations=8")
     assert code == 2
     for key in ("train.per_device_train_batch_size (4)", "3 training processes",
                 "train.gradient_accumulation_steps (1)", "train.num_generations (8)"):  # fmt: skip
         assert key in err, err
     assert "train.gradient_accumulation_steps=2" in err and "per_device_train_batch_size=8" in err
     for fix in ("train.gradient_accumulation_steps=2", "train.per_device_train_batch_size=8"):
-        code, _, _, err = dry(*GRPO_3B, "--gpus", "3", "--set", "train.num_generations=8",
+        code, _, _, err = dry(*study, "--gpus", "3", "--set", "train.num_generations=8",
                               "--set", fix)  # fmt: skip
         assert code == 0, err
     # the vLLM server's GPU does not train: 4 GPUs are 3 processes
-    code, _, _, err = dry(*GRPO_3B, *SERVER, "--gpus", "4", "--set", "train.num_generations=8")
+    code, _, _, err = dry(*study, *SERVER, "--gpus", "4", "--set", "train.num_generations=8")
     assert code == 2 and "3 training processes" in err
 
 
@@ -508,10 +510,31 @@ def test_server_mode_with_images_needs_the_vllm_that_serves_the_render_endpoint(
 # --------------------------------------------------------------------------- recipes
 
 
-def test_the_7b_grpo_recipe_shards_with_zero3(dry):
+def test_the_7b_trains_on_one_gpu_and_zero3_stays_a_choice(dry):
+    """Issue 33, item 2: 7B + LoRA fits one 80 GB GPU by the memory plan (it ran ZeRO-3 on two);
+    `--gpus 2 --set train.deepspeed=zero3` still shards it."""
     code, script, config, err = dry("grpo", "--model", "qwen2.5-vl-7b", "--cluster", "study-12h")
     assert code == 0, err
-    assert config["train"]["deepspeed"] == "zero3"
-    assert sbatch(script, "ntasks-per-node") == "2" and sbatch(script, "mem") == "128GB"
-    recipe = Path(distributed.__file__).parents[1] / "recipes" / "qwen2_5_vl" / "7b.yaml"
-    assert "ZeRO-3" in recipe.read_text() and "for memory" not in recipe.read_text()
+    assert config["train"]["deepspeed"] is None and config["resources"]["gpus"] == 1
+    assert sbatch(script, "gres") == "gpu:a100:1" and "# memory plan" in script
+    code, script, config, err = dry("grpo", "--model", "qwen2.5-vl-7b", "--cluster", "study-12h",
+                                    "--gpus", "2", "--set", "train.deepspeed=zero3")  # fmt: skip
+    assert code == 0, err
+    assert config["train"]["deepspeed"] == "zero3" and sbatch(script, "ntasks-per-node") == "2"
+    recipe = Path(distributed.__file__).parents[1] / "recipes" / "qwen2_5_vl" / "gpu.yaml"
+    assert "ZeRO-3 stays a choice" in recipe.read_text()
+
+
+def test_the_gpu_defaults_use_groups_of_8_and_the_study_keeps_its_4(dry):
+    """Issue 33, item 2: 8 completions per prompt and 4 prompts per step per GPU by default;
+    `--recipe study` restores the published study's group of 4 and batch of 4."""
+    code, script, config, err = dry(*GRPO_3B)
+    assert code == 0, err
+    t = config["train"]
+    assert (t["num_generations"], t["per_device_train_batch_size"]) == (8, 16)
+    assert t["gradient_accumulation_steps"] == 2  # one generation batch: 32 completions, 4 prompts
+    code, script, config, err = dry(*GRPO_3B, "--recipe", "study")
+    assert code == 0, err
+    t = config["train"]
+    assert (t["num_generations"], t["per_device_train_batch_size"]) == (4, 4)
+    assert (t["gradient_accumulation_steps"], t["learning_rate"], t["beta"]) == (1, 1e-5, 0.04)

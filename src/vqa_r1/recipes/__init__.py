@@ -140,8 +140,8 @@ def named_layers(name: str) -> list[Layer]:
     spec = _recipe_models().get((family, size))
     if spec is None or verb not in RECIPE_VERBS:
         raise UserError(
-            f"unknown recipe {name!r}: available are {', '.join(list_recipes())}, "
-            "or a YAML file path"
+            f"unknown recipe {name!r}: available are {', '.join(list_recipes())}, the overlays "
+            f"{', '.join(list_overlays())}, or a YAML file path"
         )
     return [
         layer
@@ -150,13 +150,25 @@ def named_layers(name: str) -> list[Layer]:
     ]
 
 
+OVERLAYS_DIR = RECIPE_DIR / "overlays"
+
+
+def list_overlays() -> list[str]:
+    """Shipped overlays ``--recipe NAME`` applies on the model's own recipe (``study``: the
+    published study's GRPO group size and batch, beside the defaults that use a GPU)."""
+    return sorted(p.stem for p in OVERLAYS_DIR.glob("*.yaml"))
+
+
 def recipe_layers(verb: str, model: str, recipe: str | None = None) -> list[Layer]:
     """The recipe layers of a run, in the order they apply: the model's recipe (or ``--recipe
-    NAME``'s instead), then a ``--recipe FILE``."""
+    NAME``'s instead), then a ``--recipe FILE`` or a shipped overlay (``--recipe study``)."""
     get_spec(model)
     own = recipe_name(verb, model)
     if not recipe:
         return named_layers(own)
+    if recipe in list_overlays():
+        overlay = OVERLAYS_DIR / f"{recipe}.yaml"
+        return named_layers(own) + file_layers(overlay, recipe_verb(verb))
     if _is_file_recipe(recipe):
         return named_layers(own) + file_layers(recipe, recipe_verb(verb), label=str(recipe))
     return named_layers(recipe)
