@@ -22,6 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick", action="store_true", help="CI's reduced sizes (same code paths and checks)"
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="run on the CPU where a benchmark has a GPU size (SCALE: the shrunk architecture)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per side (default 5)")
     parser.add_argument(
         "--out", default="results/bench", help="folder of RESULTS.md and results.json"
@@ -34,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         ids = suite.parse_ids(args.only)
-        results = suite.run(ids, quick=args.quick, repeats=args.repeats)
+        results = suite.run(ids, quick=args.quick, repeats=args.repeats, cpu=args.cpu)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ Modules are imported only when their benchmark runs (most load torch and a model
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from benchmarks import Result
 from vqa_r1.errors import UserError
@@ -25,6 +26,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "benchmarks.vision_backward",
         "GRPO step with checkpointing: language-only input hooks vs the library's (vision too)",
     ),
+    "SCALE": (
+        "benchmarks.scale",
+        "GRPO step at a real architecture (random weights): our grpo vs a bare TRL script",
+    ),
 }
 
 
@@ -38,13 +43,16 @@ def parse_ids(text: str | None) -> list[str]:
     return ids
 
 
-def run(ids: list[str], quick: bool, repeats: int) -> list[Result]:
+def run(ids: list[str], quick: bool, repeats: int, cpu: bool = False) -> list[Result]:
+    """``cpu``: benchmarks that take it (SCALE) run on the CPU at their reduced architecture."""
     if repeats < 1:
         raise UserError("--repeats must be at least 1")
     results = []
     for bench_id in ids:
         module = importlib.import_module(BENCHMARKS[bench_id][0])
-        result = module.run(quick=quick, repeats=repeats)
+        takes_cpu = "cpu" in inspect.signature(module.run).parameters
+        extra = {"cpu": cpu} if takes_cpu else {}
+        result = module.run(quick=quick, repeats=repeats, **extra)
         ratio = "-" if result.ratio is None else f"{result.ratio:.2f}"
         print(f"{bench_id}: {ratio} ({result.kind}) {result.checks}", flush=True)
         results.append(result)

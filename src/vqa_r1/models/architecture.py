@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ from typing import Any
 from vqa_r1.errors import UserError
 
 ARCHITECTURES = Path(__file__).with_name("architectures")
+# a model folder built with random weights (benchmarks/scale.py) says so in its config.json, and
+# only a process that set this variable (a benchmark, a smoke) may load it
+RANDOM_INIT_KEY = "vqa_r1_random_init"
+RANDOM_INIT_OK_ENV = "VQA_R1_RANDOM_INIT_OK"
 
 
 def shipped() -> list[str]:
@@ -99,3 +104,20 @@ def build_random(name: str, dtype: str = "bfloat16", device: str = "cpu", seed: 
     config = architecture_config(name)
     with torch.device(device):
         return AutoModelForImageTextToText.from_config(config, dtype=getattr(torch, dtype))
+
+
+def refuse_random_weights(path: str | Path) -> None:
+    """A folder of random weights (``RANDOM_INIT_KEY`` in its config.json) is loaded only by a
+    benchmark or a smoke (``RANDOM_INIT_OK_ENV``): its outputs are noise, never a model's
+    results."""
+    config = Path(path) / "config.json"
+    try:
+        random_init = json.loads(config.read_text()).get(RANDOM_INIT_KEY)
+    except (OSError, ValueError, AttributeError):
+        return
+    if random_init and os.environ.get(RANDOM_INIT_OK_ENV) != "1":
+        raise UserError(
+            f"{path} holds random weights (built by a benchmark: {RANDOM_INIT_KEY} in its "
+            "config.json); their outputs are noise, so the suite trains and evaluates real "
+            "weights only: use a downloaded or trained model"
+        )

@@ -28,6 +28,7 @@ import yaml
 from vqa_r1.errors import UserError
 from vqa_r1.models import base_record
 from vqa_r1.models.adapters import FamilyAdapter, get_adapter, image_options
+from vqa_r1.models.architecture import refuse_random_weights
 from vqa_r1.models.registry import FAMILIES, MODELS, ModelSpec, get_spec
 from vqa_r1.models.tiny import TinySize, tiny_model_dir, tiny_model_path
 
@@ -194,6 +195,7 @@ def load_model(
     adapter = get_adapter(spec.family)
     size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
     path = resolve_model_path(spec, mc.path, tiny_seed=mc.tiny_seed, tiny_size=size)
+    refuse_random_weights(path)
     model, processor = adapter.load(
         path, mc.dtype, mc.attn_implementation, device=device, **image_options(mc)
     )
