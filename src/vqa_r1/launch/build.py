@@ -248,7 +248,8 @@ class GraphBuilder:
         if card:
             check_fits(memory, card, f"cluster {profile.name}")
             memory = with_gpu(memory, card)
-        return tuple(f"# {line}" for line in memory.lines(card))
+        head, *terms = memory.lines(card)  # "# plan:" keeps them apart from the chain's lines
+        return (f"# {head}", *(f"# plan: {term.strip()}" for term in terms))
 
     def train(
         self,
