@@ -82,7 +82,8 @@ def test_cpu_mode_runs_every_stage_and_asserts_placement(tmp_path):
     for name in ("sft", "grpo (generate)"):
         assert stages[name]["steps"] > 0 and stages[name]["steps_per_second"] > 0
     assert stages["merge"]["status"] == "ok" and stages["merge"]["dtypes"] == ["F32"]
-    assert stages["grpo (vLLM colocate)"]["status"] == "skipped"
+    colocate = stages["grpo (vLLM colocate)"]
+    assert colocate["status"] == "skipped" and colocate["error"] == "vLLM generates on GPUs only"
     assert report["environment"]["device"] == "cpu"
 
 

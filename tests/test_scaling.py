@@ -291,31 +291,35 @@ def test_server_tensor_parallel_takes_more_gpus(dry):
     assert '"${VQA_R1_GPUS[*]: -2}"' in script and "--tensor-parallel-size 2" in script
 
 
-def test_colocate_checks_the_tensor_parallel_split_and_is_refused_for_image_prompts(dry):
-    """Colocate with images is refused before queueing (issue 33: vLLM 0.31 expands the image
-    tokens TRL 1.16 already put in the prompt ids, silently); its placement is still checked
-    first, so the one line names what a user must change first."""
+def test_colocate_checks_the_tensor_parallel_split_and_runs_with_image_prompts(dry):
+    """Colocate's placement is checked before queueing; with a valid split it is accepted for
+    image prompts (train/vllm_prompts.py hands vLLM unexpanded ids, tests/test_vllm_prompts.py
+    proves the counts) and the job gets no vLLM server."""
     code, script, config, err = dry(*GRPO_3B, "--gpus", "3", "--set", "train.use_vllm=true",
                                     "--set", "train.vllm_tensor_parallel_size=2")  # fmt: skip
     assert code == 2 and "must divide the 3 training processes" in err
     code, script, config, err = dry(*GRPO_3B, "--gpus", "2", "--set", "train.use_vllm=true",
                                     "--set", "train.vllm_gpu_memory_utilization=0.25")  # fmt: skip
-    assert code == 2 and script == "", err
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert errors == [
-        "error: train.use_vllm with vllm_mode=colocate: vLLM 0.31 expands the image tokens TRL "
-        "1.16 already put in the prompt ids (2N-1 image tokens per image, without an error), so "
-        "it is refused; use --set train.vllm_mode=server (Qwen2.5-VL) or train.use_vllm=false"
-    ], err
+    assert code == 0, err
+    assert config["train"]["vllm_mode"] == "colocate"
+    assert "vllm serve" not in script and sbatch(script, "ntasks-per-node") == "2"
 
 
 @pytest.mark.parametrize("model", ["smolvlm-2.2b", "internvl3-2b"])
-def test_server_mode_is_refused_where_vllm_may_tile_images_otherwise(dry, model):
-    code, _, _, err = dry("grpo", "--model", model, "--cluster", "study-12h", "--gpus", "2",
-                          *SERVER)  # fmt: skip
-    assert code == 2, err
-    assert f"train.use_vllm with vllm_mode=server on {model}:" in err
-    assert "use train.use_vllm=false" in err
+def test_server_mode_other_families(dry, model):
+    """Server mode: SmolVLM's image splitting is refused in one line naming the key (TRL takes one
+    run of image tokens per image); SmolVLM without it and InternVL's tiles are accepted, the
+    server handed the recipe's image settings."""
+    code, script, _, err = dry("grpo", "--model", model, "--cluster", "study-12h", "--gpus",
+                               "2", *SERVER)  # fmt: skip
+    if model.startswith("smolvlm"):
+        assert code == 2 and script == "", err
+        (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+        assert "image splitting" in line and "model.image_splitting=false" in line
+        code, script, _, err = dry("grpo", "--model", model, "--cluster", "study-12h", "--gpus",
+                                   "2", *SERVER, "--set", "model.image_splitting=false")  # fmt: skip
+    assert code == 0, err
+    assert "vllm serve" in script
 
 
 def _server_setup(tmp_path: Path, monkeypatch) -> str:
@@ -451,17 +455,18 @@ def test_vllm_version_is_checked_against_trls_range(dry, monkeypatch):
             return installed
         return real_version(name)
 
-    # colocate (refused for image prompts once its vLLM is in range) is where TRL's whole range
-    # applies: the version is checked first
+    # colocate is where TRL's whole range applies
     colocate = [*GRPO_3B, "--gpus", "2", "--set", "train.use_vllm=true"]
     for installed, ok in (("0.24.0+cu129", True), ("0.31.0", True), ("0.32.1", False)):
         monkeypatch.setattr(metadata, "version", lambda n, v=installed: version(n, v))
         code, _, _, err = dry(*colocate)
-        assert code == 2, err
-        if ok:
-            assert "vllm_mode=colocate: vLLM 0.31 expands the image tokens" in err, err
+        if ok:  # accepted; a vLLM other than the one the image-prompt test ran is named
+            assert code == 0, err
+            assert ("checked against vLLM 0.31's own processing only" in err) == (
+                not installed.startswith("0.31")
+            ), err
         else:
-            assert "vllm 0.32.1 is installed, but TRL supports vllm" in err
+            assert code == 2 and "vllm 0.32.1 is installed, but TRL supports vllm" in err
     monkeypatch.setattr(metadata, "version", lambda n: version(n, None))
     code, _, _, err = dry(*GRPO_3B, "--gpus", "2", *SERVER)
     assert code == 0 and "vllm is not installed here" in err and "0.31.0" in err
@@ -496,8 +501,8 @@ def test_server_mode_with_images_needs_the_vllm_that_serves_the_render_endpoint(
         if not ok:
             assert "train.vllm_mode=server needs vllm>=0.30.0,<=0.31.0" in err
             assert "/v1/chat/completions/render" in err and "vllm_mode=colocate" in err
-            # the same vLLM is in colocate's range: refused there for its image prompts alone
-            assert "2N-1 image tokens" in dry(*colocate)[3]
+            # the same vLLM is in colocate's range: accepted there
+            assert dry(*colocate)[0] == 0
     monkeypatch.setattr(metadata, "version", lambda n: version(n, None))
     code, _, _, err = dry(*server)
     assert code == 0 and "vllm is not installed here" in err and ">=0.30.0,<=0.31.0" in err

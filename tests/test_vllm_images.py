@@ -6,7 +6,6 @@ import json
 import pytest
 from PIL import Image
 
-from vqa_r1.models.adapters import get_adapter
 from vqa_r1.models.loading import load_model
 from vqa_r1.recipes import load_config
 from vqa_r1.train import runner
@@ -51,11 +50,6 @@ def test_an_image_above_the_budget_gets_the_trainers_tokens_under_another_budget
     assert _grid(vllm_side, fitted) == _grid(trainer_side, big) == _grid(trainer_side, fitted)
     small = fitted.copy()
     assert loaded.adapter.fit_image(small, loaded.processor) is small  # at its size: unchanged
-
-
-def test_other_families_keep_their_images():
-    image = _big_image()
-    assert get_adapter("smolvlm").fit_image(image, None) is image
 
 
 def test_grpo_with_vllm_trains_on_fitted_images(loaded, tmp_path, monkeypatch):
@@ -114,3 +108,36 @@ def test_the_vllm_server_gets_the_recipes_pixel_budget(monkeypatch, tmp_path):
         "min_pixels": config.model.min_pixels,
         "max_pixels": config.model.max_pixels,
     }
+
+
+def test_colocate_rows_reach_vllm_with_one_image_token_and_the_recipes_settings(loaded):
+    """The wrapper at TRL's ``vllm_generation.llm.generate`` (train/vllm_prompts.py): a row with an
+    image gets its run of image tokens back to one, and the recipe's processor settings; a text
+    row and a server-mode trainer are left alone. (vLLM's own processing of the result:
+    tests/test_vllm_prompts.py, marked index.)"""
+    from types import SimpleNamespace
+
+    from vqa_r1.train.vllm_prompts import hand_vllm_unexpanded_prompts
+
+    processor = loaded.processor
+    token = processor.tokenizer.convert_tokens_to_ids(processor.image_token)
+    ids = [1, 2, token, token, token, token, 3, token, token, 4]  # two images
+    seen: list = []
+
+    class LLM:
+        def generate(self, rows, sampling_params=None, use_tqdm=False):
+            seen.extend(rows)
+            return rows
+
+    settings = {"min_pixels": 3136, "max_pixels": 12544}
+    trainer = SimpleNamespace(vllm_generation=SimpleNamespace(mode="colocate", llm=LLM()))
+    assert hand_vllm_unexpanded_prompts(trainer, loaded.adapter, processor, settings)
+    image_row = {"prompt_token_ids": ids, "multi_modal_data": {"image": _big_image()}}
+    text_row = {"prompt_token_ids": [5, 6]}
+    trainer.vllm_generation.llm.generate([image_row, text_row], sampling_params=None)
+    assert seen[0]["prompt_token_ids"] == [1, 2, token, 3, token, 4]
+    assert seen[0]["mm_processor_kwargs"] == settings
+    assert seen[1] == text_row and image_row["prompt_token_ids"] == ids  # TRL's row unchanged
+    server = SimpleNamespace(vllm_generation=SimpleNamespace(mode="server", llm=LLM()))
+    assert not hand_vllm_unexpanded_prompts(server, loaded.adapter, processor, settings)
+    assert not hand_vllm_unexpanded_prompts(SimpleNamespace(), loaded.adapter, processor, {})

@@ -54,6 +54,9 @@ TRL_VLLM_RANGE = ">=0.22.0,<=0.31.0"
 # (trl/scripts/vllm_serve.py build_command; trl/generation/vllm_client.py). Every model of the
 # registry is a vision-language model and every GRPO prompt carries an image.
 SERVER_IMAGES_MIN_VLLM = "0.30.0"
+# the vLLM whose own prompt processing tests/test_vllm_prompts.py runs on the trainer's ids (the
+# pinned one): another version in TRL's range is accepted with a note
+IMAGE_PROMPTS_CHECKED_VLLM = "0.31"
 
 
 # ------------------------------------------------------------------------------- in the job
@@ -238,46 +241,15 @@ def supported_vllm_range() -> str:
 
 
 def check_vllm(config: Any, gpus: int, processes: int) -> list[str]:
-    """vLLM placement against the request, the installed vLLM against TRL's range, and the image
-    prompts vLLM would get (``refuse_image_prompts``).
+    """vLLM placement against the request and the installed vLLM against TRL's range.
 
-    Returns notes for the user (vLLM not installed on this login node); raises UserError for a
-    request that cannot run."""
+    The image prompts vLLM gets are the config check's (recipes.check: a family and mode whose
+    images vLLM would not turn into the trainer's tokens is refused there; colocate hands vLLM
+    unexpanded prompts, train/vllm_prompts.py). Returns notes for the user (vLLM not installed
+    on this login node); raises UserError for a request that cannot run."""
     if config.verb != "grpo" or not config.train.use_vllm:
         return []
-    notes = _check_vllm_install(config, gpus, processes)
-    refuse_image_prompts(config)
-    return notes
-
-
-def refuse_image_prompts(config: Any) -> None:
-    """vLLM with image prompts only where vLLM sees the image tokens the trainer's ids hold.
-
-    Colocate: TRL 1.16 tokenizes each prompt with the processor (its ids already hold the N image
-    tokens) and hands vLLM those ids with the image; vLLM 0.31 applies its prompt updates to a
-    token prompt without checking that they are there, so the model sees 2N-1 image tokens, N-1
-    of them as text (vLLM's ``_apply_token_matches_with_placeholders`` on a prompt of 6 image pads
-    returned 11). Nothing fails: the completions are off-policy and TRL's importance sampling
-    masks many of them. Server mode sends the text prompt and the image, and vLLM's processor
-    expands it: right where it makes the trainer's tokens, which Qwen2.5-VL's images resized to
-    the recipe's budget and its pixel limits passed to the server do; SmolVLM's tiles give one run
-    of image tokens per tile (TRL 1.16 fails at step 1: "Found 5 runs of image tokens in the
-    prompt but 1 images were processed"), and InternVL's tiling in vLLM is not checked against
-    the trainer's. Those are refused until a test runs vLLM's own processing on them."""
-    t = config.train
-    family = get_spec(config.model.name).family
-    if t.vllm_mode == "colocate":
-        raise UserError(
-            "train.use_vllm with vllm_mode=colocate: vLLM 0.31 expands the image tokens TRL 1.16 "
-            "already put in the prompt ids (2N-1 image tokens per image, without an error), so "
-            "it is refused; use --set train.vllm_mode=server (Qwen2.5-VL) or train.use_vllm=false"
-        )
-    if family != "qwen2_5_vl":
-        raise UserError(
-            f"train.use_vllm with vllm_mode=server on {config.model.name}: vLLM's processor may "
-            "give its images other image tokens than the trainer's (SmolVLM's tiles: TRL fails "
-            "at step 1; InternVL's: not checked), so it is refused; use train.use_vllm=false"
-        )
+    return _check_vllm_install(config, gpus, processes)
 
 
 def _check_vllm_install(config: Any, gpus: int, processes: int) -> list[str]:
@@ -325,8 +297,15 @@ def _check_vllm_install(config: Any, gpus: int, processes: int) -> list[str]:
             f"vllm is not installed here, so its version was not checked; the job's environment "
             f"needs vllm{wanted} ({why}; pip install -e '.[gpu]' pins it)"
         ]
-    if SpecifierSet(wanted).contains(Version(Version(installed).base_version), True):
-        return []
+    base = Version(Version(installed).base_version)
+    if SpecifierSet(wanted).contains(base, True):
+        if f"{base.major}.{base.minor}" == IMAGE_PROMPTS_CHECKED_VLLM:
+            return []
+        return [
+            f"vllm {installed}: the image prompts vLLM is handed were checked against vLLM "
+            f"{IMAGE_PROMPTS_CHECKED_VLLM}'s own processing only (tests/test_vllm_prompts.py); "
+            "pip install -e '.[gpu]' pins that one"
+        ]
     if t.vllm_mode == "server":
         raise UserError(
             f"vllm {installed} is installed, but train.vllm_mode=server needs vllm{wanted} ({why}): "

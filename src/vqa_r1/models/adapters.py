@@ -78,15 +78,39 @@ class FamilyAdapter:
 
     def fit_image(self, image: Any, processor: Any) -> Any:
         """The image as this family's processor will see it, for a second image pipeline (vLLM)
-        that must give it the same number of image tokens; the image itself by default (fixed
-        tiling: every processor derives the same tokens from the same image)."""
+        that must give it the same number of image tokens; the image itself by default.
+
+        Tiling is not alike across settings (InternVL's max_patches, SmolVLM's splitting and
+        longest edge turn one image into other numbers of tiles), so vLLM is handed the trainer's
+        settings with every image (train/vllm_prompts.py; ``--mm-processor-kwargs`` for the
+        server), and the same processor with the same settings tiles the same image alike
+        (tests/test_vllm_prompts.py checks it with vLLM's own processing)."""
         return image
+
+    def vllm_refusal(self, mode: str, **options: Any) -> str | None:
+        """Why GRPO cannot generate with vLLM in ``mode`` for this family with these image
+        settings (ModelConfig's), or None."""
+        return None
 
     def image_token_id(self, processor: Any) -> int | None:
         token = getattr(processor, "image_token", None)
         if token is None:
             return None
         return processor.tokenizer.convert_tokens_to_ids(token)
+
+    def unexpanded_ids(self, ids: list[int], processor: Any) -> list[int]:
+        """``ids`` with each image's expanded block of tokens back to the one image token the
+        chat template wrote, i.e. the prompt before the processor expanded it.
+
+        vLLM expands the image token of a token prompt itself (the first image token per image,
+        with no check that the prompt is already expanded), so handed the trainer's ids it would
+        see 2N-1 image tokens, N-1 of them as text. Qwen2.5-VL: a run of image tokens."""
+        token = self.image_token_id(processor)
+        out: list[int] = []
+        for i, t in enumerate(ids):
+            if not (t == token and i and ids[i - 1] == token):
+                out.append(t)
+        return out
 
     # --- parameters ----------------------------------------------------------------------
     def lora_target_regex(self) -> str:
@@ -154,6 +178,33 @@ class SmolVLMAdapter(FamilyAdapter):
             kwargs["size"] = {"longest_edge": options["image_longest_edge"]}
         return kwargs
 
+    def vllm_refusal(self, mode: str, **options: Any) -> str | None:
+        """Server mode with image splitting (the checkpoints' default): TRL pairs each image with
+        one run of image tokens in the prompt (vllm_generation.py, _place_features), and a split
+        image writes one run per tile and one for the global view."""
+        if mode == "server" and options.get("image_splitting") is not False:
+            return (
+                "train.vllm_mode=server with smolvlm: SmolVLM's image splitting writes one run of "
+                "image tokens per tile and TRL's server mode takes one per image (it fails at step "
+                "1); set --set model.image_splitting=false, or --set train.vllm_mode=colocate"
+            )
+        return None
+
+    def unexpanded_ids(self, ids: list[int], processor: Any) -> list[int]:
+        """Each image's block back to one ``<image>``, the token vLLM replaces with that block:
+        ``<fake_token_around_image><row_i_col_j><image>*k`` per tile (rows ended by newlines),
+        then ``<fake_token_around_image><global-img><image>*k<fake_token_around_image>``; without
+        image splitting only the global part."""
+        fake, glob = processor.fake_image_token_id, processor.global_image_token_id
+        token = processor.image_token_id
+        out: list[int] = []
+        i = 0
+        while i < len(ids):
+            end = _block_end(ids, i, fake, glob, token) if ids[i] == fake else None
+            out.append(ids[i] if end is None else token)
+            i = i + 1 if end is None else end
+        return out
+
 
 class InternVLAdapter(FamilyAdapter):
     """InternVL: the processor crops up to ``max_patches`` (12) tiles of 448 px plus a thumbnail,
@@ -168,6 +219,36 @@ class InternVLAdapter(FamilyAdapter):
         if options.get("max_image_tiles"):
             kwargs["max_patches"] = options["max_image_tiles"]
         return kwargs
+
+    def unexpanded_ids(self, ids: list[int], processor: Any) -> list[int]:
+        """``<img>`` + a run of ``<IMG_CONTEXT>`` (256 per tile) + ``</img>`` back to one
+        ``<IMG_CONTEXT>``, the token vLLM replaces with that block."""
+        ids = super().unexpanded_ids(ids, processor)
+        start, end = processor.start_image_token_id, processor.end_image_token_id
+        token = processor.image_token_id
+        out: list[int] = []
+        for i, t in enumerate(ids):
+            if t == start and i + 2 < len(ids) and ids[i + 1] == token and ids[i + 2] == end:
+                continue
+            if t == end and i >= 2 and ids[i - 1] == token and ids[i - 2] == start:
+                continue
+            out.append(t)
+        return out
+
+
+def _block_end(ids: list[int], i: int, fake: int, glob: int, token: int) -> int | None:
+    """Where the SmolVLM image block opened by the ``fake`` token at ``i`` ends (exclusive): after
+    the ``fake`` that closes the global view's run of image tokens; None if none does."""
+    try:
+        g = ids.index(glob, i)
+    except ValueError:
+        return None
+    j = g + 1
+    while j < len(ids) and ids[j] == token:
+        j += 1
+    if j == g + 1 or j >= len(ids) or ids[j] != fake:
+        return None
+    return j + 1
 
 
 IMAGE_OPTIONS = (
@@ -194,6 +275,14 @@ def check_image_options(model_config: Any, family: str) -> None:
                 f"model.{key}: the {family} processor does not read it (only {', '.join(readers)}); "
                 f"remove it (--set model.{key}=none)"
             )
+
+
+def check_vllm(model_config: Any, family: str, mode: str) -> None:
+    """GRPO with vLLM generation: a family and mode that would not give vLLM the trainer's image
+    tokens is refused before anything runs."""
+    reason = get_adapter(family).vllm_refusal(mode, **image_options(model_config))
+    if reason:
+        raise UserError(reason)
 
 
 ADAPTERS: dict[str, FamilyAdapter] = {

@@ -32,7 +32,7 @@ from typing import Any
 from vqa_r1.answers import check_rule
 from vqa_r1.config import DataConfig, RunConfig, check_values, refuse_grpo_only
 from vqa_r1.errors import UserError
-from vqa_r1.models.adapters import check_image_options
+from vqa_r1.models.adapters import check_image_options, check_vllm
 from vqa_r1.models.registry import MODELS, ModelSpec, get_spec
 from vqa_r1.rewards import get_rewards
 from vqa_r1.typed_config import build, describe, load_mapping, parse_overrides
@@ -241,6 +241,8 @@ def check(config: RunConfig) -> None:
     """Every login-node check of a resolved config, registries included."""
     check_image_options(config.model, get_spec(config.model.name).family)
     t = config.train
+    if config.verb == "grpo" and t.use_vllm:
+        check_vllm(config.model, get_spec(config.model.name).family, t.vllm_mode)
     try:  # registered names and "package.module:function" plug-ins (imported here, on the login node)
         get_rewards(t.reward_funcs)
     except KeyError as err:

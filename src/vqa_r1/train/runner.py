@@ -23,6 +23,7 @@ from vqa_r1.data.datasets import open_split, subset, trainer_rows
 from vqa_r1.errors import UserError
 from vqa_r1.io import follow_umask
 from vqa_r1.models import base_record
+from vqa_r1.models.adapters import image_options
 from vqa_r1.models.loading import (
     cast_adapters_to_model_dtype,
     load_model,
@@ -45,6 +46,7 @@ from vqa_r1.train.trainer_hooks import (
     EpochOrderSamplerMixin,
     GenerationBufferMixin,
 )
+from vqa_r1.train.vllm_prompts import hand_vllm_unexpanded_prompts
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +290,13 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=callbacks,
     )
+    if t.use_vllm:  # colocate: vLLM gets unexpanded prompts and the recipe's image settings
+        hand_vllm_unexpanded_prompts(
+            trainer,
+            loaded.adapter,
+            loaded.processor,
+            loaded.adapter.processor_kwargs(**image_options(config.model)),
+        )
     if zero3_enabled():
         # TRL copies a continued adapter into a frozen "ref" adapter for the KL term
         # (PeftModel.add_adapter, float32 by PEFT's default); ZeRO-3 needs one dtype throughout
