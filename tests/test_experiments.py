@@ -16,6 +16,7 @@ from vqa_r1.experiments.study import split_overrides
 from vqa_r1.launch.graph import Step, order
 from vqa_r1.launch.request import JobOptions
 from vqa_r1.metrics import trend_test, two_proportion_p, two_sided
+from vqa_r1.recipes import load_config
 from vqa_r1.report.experiment import build_report, build_table
 
 STUDY = ["--model", "qwen2.5-vl-3b", "--cluster", "study-12h", "--dry-run"]
@@ -499,3 +500,28 @@ def test_a_relaunch_with_a_changed_data_key_names_the_key_and_writes_nothing(
 
     assert isinstance(counting_spec(spec), CountingSpec)
     assert not counting_target(counting_spec(spec)).exists()  # the new data: not generated
+
+
+def test_the_studys_experiments_train_hub_models_with_the_studys_grpo(tmp_path, capsys):
+    """text-bias, sim2real and drivingvqa reproduce the published study: on a hub model their GRPO
+    runs take `--recipe study` (groups of 4, one prompt per step), not the GPU defaults' 8 x 4; a
+    tiny model and the other experiments keep the model's recipe; an unknown overlay is one line."""
+    for name in ("text-bias", "sim2real", "drivingvqa"):
+        assert load_spec(name).hub_recipe == "study", name
+    out = tmp_path / "tb"
+    assert launch_main(["experiment", "text-bias", *STUDY, "--output-dir", str(out)]) == 0
+    text = capsys.readouterr().out
+    grpo = text.split("# ---- step runs/grpo-none ----")[1].split("# ---- step ")[0]
+    assert "# vqa-r1 grpo --model qwen2.5-vl-3b --recipe study" in grpo
+    assert "num_generations: 4," in grpo and "gradient_accumulation_steps: 1," in grpo
+    assert "per GPU 15.3 GiB of 80 GiB" in grpo  # the plan of the study's recipe
+    job = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
+    demo = build_study("demo", "qwen2.5-vl-3b", [], str(tmp_path / "demo"), job)
+    settings = next(s for s in demo.steps if s.name == "runs/grpo").info["settings"]
+    assert settings["train.num_generations"] == 8  # the demo keeps the GPU defaults
+    tiny = build_study("text-bias", "tiny-qwen2.5-vl-pretrained", [], str(tmp_path / "t"), job)
+    settings = next(s for s in tiny.steps if s.name == "runs/grpo-none").info["settings"]
+    cpu = load_config("grpo", "tiny-qwen2.5-vl-pretrained").train
+    assert settings["train.per_device_train_batch_size"] == cpu.per_device_train_batch_size
+    with pytest.raises(UserError, match="experiment.hub_recipe: 'nope' is not a shipped overlay"):
+        load_spec("text-bias", ["hub_recipe=nope"])

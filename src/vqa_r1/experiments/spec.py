@@ -183,8 +183,22 @@ class ExperimentSpec:
     # after ``settings``, for the tiny models only (built or pretrained here, ModelSpec.tiny): what
     # a tiny model needs to learn the task in minutes on a CPU and a hub model must not get
     tiny_settings: VerbSettings = field(default_factory=VerbSettings)
+    hub_recipe: str | None = option(
+        None,
+        help="a shipped recipe overlay (recipes/overlays) the GRPO runs of hub models use, e.g. "
+        "study: the published study's GRPO (groups of 4, one prompt per step), so its numbers are "
+        "reproduced with its settings; none: the model's recipe",
+    )
 
     def __post_init__(self) -> None:
+        if self.hub_recipe is not None:
+            from vqa_r1.recipes import list_overlays
+
+            if self.hub_recipe not in list_overlays():
+                raise UserError(
+                    f"experiment.hub_recipe: {self.hub_recipe!r} is not a shipped overlay; "
+                    f"choose from {', '.join(list_overlays())}"
+                )
         if self.seeds < 1:  # also when built without the typed loader
             raise UserError(f"experiment.seeds must be at least 1, not {self.seeds}")
         wrong = [r for r in self.rows if r not in DEMO_ROWS]

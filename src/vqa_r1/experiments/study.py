@@ -173,7 +173,16 @@ class Study:
         """The model's recipe for ``verb`` + the spec's settings + the command line's."""
         key = verb.replace("-", "_")
         items = [*self.spec_settings(key), *self.overrides[key], *(extra or [])]
-        return load_config(verb, self.model, None, items)
+        return load_config(verb, self.model, self.recipe(verb), items)
+
+    def recipe(self, verb: str) -> str | None:
+        """The spec's ``hub_recipe`` for a hub model's GRPO runs (the study's own settings, which
+        its published numbers were measured with), else None: the model's recipe."""
+        from vqa_r1.models.registry import get_spec
+
+        if verb != "grpo" or get_spec(self.model).tiny:
+            return None
+        return self.spec.hub_recipe
 
     def spec_settings(self, key: str) -> list[str]:
         """The spec's settings of one verb, then its ``tiny_settings`` when the model is tiny."""
