@@ -45,7 +45,7 @@ def test_study_rule_reproduces_published_figures_json(split, tmp_path, capsys):
     out = tmp_path / "s.json"
     assert cli(*_args(split, "json"), "--out", out) == 0
     data = json.loads(out.read_text())
-    assert set(data) == {"models"} and set(data["models"]) == {"base", "grpo"}
+    assert set(data) == {"models", "paired"} and set(data["models"]) == {"base", "grpo"}
     for model, (correct, total, misaligned, types) in PUBLISHED[split].items():
         got = data["models"][model]
         assert set(got) == {"correct", "total", "accuracy", "judged", "misaligned",
@@ -184,3 +184,46 @@ def test_no_judged_items_is_no_rate(tmp_path, capsys):
     assert "| n/a |" in row and "0.0000" not in row, row
     assert cli(*args, "--format", "json") == 0
     assert json.loads(capsys.readouterr().out)["models"]["m"]["misaligned_rate"] is None
+
+
+def _exact_mcnemar(b: int, c: int) -> float:
+    from math import comb
+
+    n = b + c
+    tail = sum(comb(n, k) for k in range(max(b, c), n + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+@needs_study
+@pytest.mark.parametrize("split", ["test", "train", "validation"])
+def test_stats_prints_the_paired_misalignment_test_on_the_studys_files(split, tmp_path, capsys):
+    """GRPO against base on the same items (issue 31): McNemar's exact test on the items whose
+    verdicts differ, paired by the checks' index; as JSON and under the markdown table."""
+    records = json.loads(checks_file(split).read_text())
+    verdict = {(r["model"], r["index"]): not r.get("aligns", False) for r in records}
+    items = sorted({i for m, i in verdict if m == "base"} & {i for m, i in verdict if m == "grpo"})
+    b = sum(verdict["base", i] and not verdict["grpo", i] for i in items)
+    c = sum(verdict["grpo", i] and not verdict["base", i] for i in items)
+    out = tmp_path / "s.json"
+    assert cli(*_args(split, "json"), "--out", out) == 0
+    (paired,) = json.loads(out.read_text())["paired"]
+    assert (paired["first"], paired["second"], paired["paired"]) == ("base", "grpo", len(items))
+    assert (paired["only_first"], paired["only_second"]) == (b, c)
+    assert paired["p"] == pytest.approx(_exact_mcnemar(b, c))
+    assert cli(*_args(split, "markdown")) == 0
+    text = capsys.readouterr().out
+    assert "Paired misalignment (McNemar, exact, two-sided):" in text
+    assert f"| base vs grpo | {len(items)} | {b} | {c} |" in text
+
+
+def test_a_twice_judged_item_is_refused_and_unidentified_items_are_not_paired():
+    checks = [
+        {"model": "a", "index": 1, "aligns": True},
+        {"model": "a", "index": 1, "aligns": False},
+    ]
+    with pytest.raises(UserError, match="item 1 of model 'a' is judged twice"):
+        stats.paired_misalignment(checks, ["a", "b"])
+    assert stats.paired_misalignment([{"model": "a", "aligns": True}], ["a", "b"]) == []
+    one = [{"model": m, "index": 0, "aligns": m == "a"} for m in ("a", "b")]
+    (test,) = stats.paired_misalignment(one, ["a", "b"])
+    assert (test.only_first, test.only_second, test.p) == (0, 1, 1.0)

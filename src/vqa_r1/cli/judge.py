@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from vqa_r1.answers import ANSWER_RULES
@@ -79,13 +80,18 @@ def _run_stats(args: argparse.Namespace) -> int:
             print(f"note: {count} unjudged (failed/skipped) item(s) of {model!r} excluded",
                   file=sys.stderr)  # fmt: skip
         result = stats.compute(checks, entry.responses, args.answer_rule)
+        paired = stats.paired_misalignment(checks, [name for name, _ in entry.responses])
         if args.format == "json":
             as_json[entry.name] = stats.as_json(result)
+            as_json[entry.name]["paired"] = [asdict(t) for t in paired]
         else:
             title = entry.name or None
             if title and args.format == "markdown":
                 title = f"{title} (answer rule: {args.answer_rule})"
-            rendered.append(stats.render(result, args.format, title))
+            text = stats.render(result, args.format, title)
+            if args.format == "markdown" and paired:
+                text += "\n\n" + stats.render_paired(paired)
+            rendered.append(text)
     if args.format == "json":
         payload = as_json[""] if list(as_json) == [""] else {"sets": as_json}
         _emit(json.dumps(payload, indent=2), args.out)

@@ -79,6 +79,62 @@ def compute(
     return result
 
 
+@dataclass
+class PairedTest:
+    """McNemar's exact test of misalignment between two models judged on the same items."""
+
+    first: str
+    second: str
+    paired: int  # items judged for both
+    only_first: int  # misaligned for the first model, aligned for the second
+    only_second: int
+    p: float  # two-sided exact (binomial on the discordant items at 1/2)
+
+
+def paired_misalignment(checks: list[dict[str, Any]], models: list[str]) -> list[PairedTest]:
+    """Each pair of ``models`` (in order) tested on the items both were judged on.
+
+    Why paired: both models answered the same questions, so an item's difficulty is shared; the
+    two rates' difference is carried by the items where the verdicts differ (McNemar). An item
+    is identified by its ``index`` (the study's checks) or else its ``id``; one judged twice for a
+    model is an error naming it (a merge of two runs' checks)."""
+    from vqa_r1.metrics import one_sided_binomial_p
+
+    verdicts: dict[str, dict[Any, bool]] = {m: {} for m in models}
+    for record in checks:
+        model = str(record.get("model"))
+        if model not in verdicts or not is_judged(record):
+            continue
+        key = record.get("index", record.get("id"))
+        if key is None:
+            return []  # no item identity: nothing to pair on
+        if key in verdicts[model]:
+            raise UserError(f"checks: item {key!r} of model {model!r} is judged twice")
+        verdicts[model][key] = not record.get("aligns", False)
+    tests = []
+    for i, first in enumerate(models):
+        for second in models[i + 1 :]:
+            common = sorted(set(verdicts[first]) & set(verdicts[second]), key=str)
+            b = sum(verdicts[first][k] and not verdicts[second][k] for k in common)
+            c = sum(verdicts[second][k] and not verdicts[first][k] for k in common)
+            p = min(1.0, 2 * one_sided_binomial_p(max(b, c), b + c, 0.5)) if b + c else 1.0
+            tests.append(PairedTest(first, second, len(common), b, c, p))
+    return tests
+
+
+def render_paired(tests: list[PairedTest]) -> str:
+    """The paired tests as a markdown table (empty when there are none)."""
+    if not tests:
+        return ""
+    header = ["models", "paired items", "misaligned: first only", "second only", "McNemar p"]
+    rows = [
+        [f"{t.first} vs {t.second}", str(t.paired), str(t.only_first), str(t.only_second),
+         f"{t.p:.4f}" if t.p >= 1e-4 else f"{t.p:.2e}"]
+        for t in tests
+    ]  # fmt: skip
+    return "Paired misalignment (McNemar, exact, two-sided):\n\n" + markdown_table(header, rows)
+
+
 def unjudged_counts(checks: list[dict[str, Any]]) -> Counter[str]:
     return Counter(str(r.get("model")) for r in checks if not is_judged(r))
 
