@@ -20,7 +20,8 @@ from vqa_r1.report import experiment as experiment_report
 from vqa_r1.report.experiment import build_report, build_table, per_relation_table
 
 DRY = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
-STEPS = [
+ONE = ["experiment.seeds=1", "experiment.blind=[]"]  # one run per row, no blind twin
+STEPS = [  # with ONE
     "runs/sft",
     "runs/grpo",
     "eval/base-on-A",
@@ -31,12 +32,25 @@ STEPS = [
     "eval/grpo-on-B",
     "tables",
 ]
+SEEDS = (42, 43, 44)
+DEFAULT_STEPS = [  # the spec's defaults: 3 seeds per trained row, SFT's blind twin
+    *(f"runs/{row}/seed-{s}" for s in SEEDS for row in ("sft", "grpo")),
+    *(f"runs/sft-blind/seed-{s}" for s in SEEDS),
+    "eval/base-on-A",
+    "eval/base-on-B",
+    *(f"eval/{row}-on-{where}/seed-{s}" for row in ("sft", "grpo", "sft-blind")
+      for where in ("A", "B") for s in SEEDS),
+    "tables",
+]  # fmt: skip
 
 
 def test_spec_defaults_are_sized_for_the_tiny_models():
     spec = load_spec("counting")
     assert spec.kind == "counting" and spec.rows == ["base", "sft", "grpo"]
     assert (spec.counting_train, spec.counting_test, spec.counting_test_b) == (400, 200, 200)
+    # a reading: 3 seeds, SFT's blind twin, 200 validation scenes, the test sets drawn afresh
+    assert (spec.seeds, spec.blind, spec.counting_validation) == (3, ["sft"], 200)
+    assert (spec.counting_seed, spec.counting_test_seed) == (0, 1)
     assert spec.superclevr == ""
     with pytest.raises(UserError, match="counting_test"):
         load_spec("counting", ["counting_test=0"])
@@ -51,13 +65,16 @@ def test_dry_run_prints_the_whole_chain_and_writes_nothing(model, tmp_path, caps
     assert launch_main(args) == 0
     text = capsys.readouterr().out
     assert [line.removeprefix("# ---- step ").removesuffix(" ----") for line in text.splitlines()
-            if line.startswith("# ---- step ")] == STEPS  # fmt: skip
-    assert "# data: counting scenes (A: train 400, validation 40, test 200; B: test_b 200" in text
+            if line.startswith("# ---- step ")] == DEFAULT_STEPS  # fmt: skip
+    assert ("# data: counting scenes (A: train 400, validation 200, test 200; B: test_b 200; "
+            "seed 0, test seed 1, 112 px)") in text  # fmt: skip
+    assert "# data: blind prior: the commonest training count per question kind" in text
     assert "(generated at submission)" in text
-    assert "#   eval/grpo-on-B (evaluate) after runs/grpo" in text
+    assert "#   eval/grpo-on-B/seed-43 (evaluate) after runs/grpo/seed-43" in text
+    assert "#   eval/sft-blind-on-A/seed-44 (evaluate) after runs/sft-blind/seed-44" in text
     assert "#   tables (tables) after all other steps (afterany)" in text
     if model == "qwen2.5-vl-3b":
-        assert text.count("#SBATCH --gres=gpu:a100:") == len(STEPS) - 1
+        assert text.count("#SBATCH --gres=gpu:a100:") == len(DEFAULT_STEPS) - 1
         assert text.count("--dependency='afterany:") == 1
     assert not out.exists(), "a dry run writes nothing"
     folder = text.split("# data: counting scenes")[1].split(": ", 1)[1].split(" (")[0]
@@ -69,7 +86,7 @@ def _by_name(b) -> dict:
 
 
 def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
-    b = build_study("counting", "qwen2.5-vl-3b", [], str(tmp_path / "exp"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", ONE, str(tmp_path / "exp"), DRY)
     steps = _by_name(b)
     assert [s.name for s in b.steps] == STEPS
     data = steps["runs/sft"].info["settings"]["data.dataset"]
@@ -89,8 +106,11 @@ def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
         {"method": "base", "evaluated on": "A"},
         {"method": "base", "evaluated on": "B"},
     ]
-    assert table["tests"][0] == {"kind": "majority"}
-    versus = table["tests"][1:]
+    assert table["tests"][:2] == [
+        {"kind": "majority"},
+        {"kind": "prior", "file": "data/prior.json"},  # fitted on the training split at launch
+    ]
+    versus = table["tests"][2:]
     assert [t["reference"] for t in versus] == [{"method": "base"}, {"method": "sft"}]
     assert all(t["match"] == ["evaluated on"] for t in versus)
     assert b.plots == [
@@ -100,17 +120,22 @@ def test_plan_wires_splits_cot_sft_count_reward_and_tests(tmp_path):
 
 def test_other_scene_settings_are_another_cached_folder(tmp_path):
     def dataset(overrides):
-        b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "e"), DRY)
+        b = build_study("counting", "qwen2.5-vl-3b", [*ONE, *overrides], str(tmp_path / "e"), DRY)
         return _by_name(b)["runs/sft"].info["settings"]["data.dataset"]
 
     same = dataset([])
     assert dataset([]) == same
     assert dataset(["experiment.counting_train=50"]) != same
     assert dataset(["experiment.counting_seed=1"]) != same
+    assert dataset(["experiment.counting_test_seed=2"]) != same
 
 
 def test_seeds_and_sft_then_grpo(tmp_path):
-    overrides = ["experiment.seeds=2", "experiment.rows=base,sft,grpo,sft+grpo"]
+    overrides = [
+        "experiment.seeds=2",
+        "experiment.rows=base,sft,grpo,sft+grpo",
+        "experiment.blind=[]",
+    ]
     b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
     steps = _by_name(b)
     assert "eval/base-on-B" in steps and "eval/base-on-B/seed-42" not in steps  # base: once
@@ -137,7 +162,7 @@ def test_seeds_and_sft_then_grpo(tmp_path):
 
 def test_superclevr_folder_is_a_third_evaluation_set(tmp_path):
     folder = superclevr_release(tmp_path / "superclevr")
-    overrides = [f"experiment.superclevr={folder}"]
+    overrides = [*ONE, f"experiment.superclevr={folder}"]
     b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "exp"), DRY)
     steps = _by_name(b)
     for row in ("base", "sft", "grpo"):
@@ -192,7 +217,7 @@ def _scores(folder: Path, per_count: dict[int, tuple[int, int]]) -> None:
 
 
 def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path, monkeypatch):
-    b = build_study("counting", "qwen2.5-vl-3b", [], str(tmp_path / "plan"), DRY)
+    b = build_study("counting", "qwen2.5-vl-3b", ONE, str(tmp_path / "plan"), DRY)
     table = b.tables[0]
     (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
     results = {
@@ -254,6 +279,7 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
     root = tmp_path / "counting"
     experiment(
         "counting", "--model", MODEL, "--output-dir", str(root),
+        "--set", "experiment.seeds=1",  # the spec's blind twin of SFT stays
         "--set", "experiment.counting_train=16",
         "--set", "experiment.counting_validation=2",
         "--set", "experiment.counting_test=8",
@@ -263,13 +289,26 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
         "--set", "grpo:train.per_device_train_batch_size=8",
         "--set", "evaluate:eval.max_new_tokens=32",
     )  # fmt: skip
-    assert set(states(root).values()) == {"COMPLETED"} and len(states(root)) == len(STEPS)
+    blind = ["runs/sft-blind", "eval/sft-blind-on-A", "eval/sft-blind-on-B"]
+    assert set(states(root).values()) == {"COMPLETED"} and len(states(root)) == len(STEPS) + 3
+    assert "images: blank" in (root / "runs/sft-blind/config.yaml").read_text()
+    assert "images: blank" in (root / "eval/sft-blind-on-B/config.yaml").read_text()
+    assert all(step in states(root) for step in blind)
+    prior = json.loads((root / "data/prior.json").read_text())
+    assert set(prior["by question kind"]) <= {"all", "shape", "color"}
+    assert prior["n"] == 16
     grpo = (root / "runs/grpo/config.yaml").read_text()
     assert "reward_funcs:\n  - count\n  - format" in grpo or "reward_funcs: [count, format]" in grpo
     table = (root / "tables/accuracy.md").read_text()
-    for method in ("base", "sft", "grpo"):
+    for method in ("base", "sft", "grpo", "sft blind"):
         for where in ("A", "B"):
             assert f"| {method} | {where} | 8 |" in table
+    for column in (
+        "blind prior (train, per question kind)",
+        "p vs blind twin",
+        "holm p vs blind twin",
+    ):
+        assert column in table
     assert "missing" not in table
     assert "p vs method=base (same evaluated on)" in table
     assert "p vs method=sft (same evaluated on)" in table  # R1-V's claim, on B
@@ -299,7 +338,7 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
 
 
 def test_seeded_rows_are_tested_against_the_most_frequent_answer_by_the_seeds_bootstrap(tmp_path):
-    overrides = ["experiment.seeds=2"]
+    overrides = ["experiment.seeds=2", "experiment.blind=[]"]
     b = build_study("counting", "qwen2.5-vl-3b", overrides, str(tmp_path / "plan"), DRY)
     table = b.tables[0]
     (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
@@ -320,3 +359,73 @@ def test_seeded_rows_are_tested_against_the_most_frequent_answer_by_the_seeds_bo
     assert rows["grpo", "A"][above] < 0.01  # every seed right on all 40: above 0.75
     assert rows["sft", "A"][above] > 0.99  # 0.35 per seed: far below
     assert rows["base", "A"][above] == pytest.approx(one_sided_binomial_p(30, 40, 0.75))
+
+
+def _counting_records(folder: Path, answers: list[tuple[str, int, int]]) -> None:
+    """An evaluation of (question, true count, answered count) items, with its scores."""
+    from vqa_r1.metrics import wilson_interval
+
+    correct = sum(t == a for _, t, a in answers)
+    n = len(answers)
+    folder.mkdir(parents=True, exist_ok=True)
+    scores = {"accuracy": correct / n, "accuracy_ci_95": list(wilson_interval(correct, n)),
+              "f1_weighted": correct / n, "n": n, "correct": correct, "answer_type": "number"}  # fmt: skip
+    (folder / "scores.json").write_text(json.dumps(scores))
+    records = [{"question": q, "true_response": f"<answer> {t} </answer>",
+                "predicted_response": f"<answer> {a} </answer>"} for q, t, a in answers]  # fmt: skip
+    (folder / "generated_responses.json").write_text(json.dumps(records))
+
+
+def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_path):
+    """The counting table's controls (issue 31): each trained row against its twin trained and
+    evaluated on blank images (the seeds-and-items bootstrap, paired on items), the blind prior
+    fitted on the training split per question kind, and every p Holm-adjusted over the table."""
+    from vqa_r1.metrics import holm
+
+    b = build_study("counting", "qwen2.5-vl-3b", ["experiment.seeds=2"], str(tmp_path / "p"), DRY)
+    table = b.tables[0]
+    assert {"kind": "blind", "label": "method", "match": ["evaluated on"]} in table["tests"]
+    assert [r["labels"]["method"] for r in table["rows"]][-2:] == ["sft blind", "sft blind"]
+    (tmp_path / "experiment.json").write_text(json.dumps({"experiment": "c", "tables": [table]}))
+    (tmp_path / "data").mkdir()
+    prior = {"by question kind": {"all": "6", "shape": "1", "color": "1"}}
+    (tmp_path / "data/prior.json").write_text(json.dumps(prior))
+    # 40 items: 20 "how many objects" (10 of them 6), 10 shape (all 1), 10 colour (all 2)
+    questions = ([("How many objects are there?", 6 if i < 10 else 4) for i in range(20)]
+                 + [("How many cubes are there?", 1)] * 10
+                 + [("How many red objects are there?", 2)] * 10)  # fmt: skip
+    prior_share = (10 + 10 + 0) / 40
+
+    def answers(right: int) -> list[tuple[str, int, int]]:  # the first ``right`` items right
+        return [(q, t, t if i < right else 0) for i, (q, t) in enumerate(questions)]
+
+    for where in ("A", "B"):
+        _counting_records(tmp_path / f"eval/base-on-{where}", answers(0))
+        for seed in (42, 43):
+            _counting_records(tmp_path / f"eval/sft-on-{where}/seed-{seed}", answers(36))
+            _counting_records(tmp_path / f"eval/grpo-on-{where}/seed-{seed}", answers(20))
+            _counting_records(tmp_path / f"eval/sft-blind-on-{where}/seed-{seed}", answers(20))
+    frame, tests = build_table(tmp_path, table)
+    rows = {(r["method"], r["evaluated on"]): r for r in frame.to_dict("records")}
+    sft = rows["sft", "A"]
+    assert sft["diff vs blind twin"] == pytest.approx(0.4)  # 0.9 against its twin's 0.5
+    assert sft["diff low vs blind twin"] > 0 and sft["p vs blind twin"] < 0.01
+    assert (
+        rows["grpo", "A"]["p vs blind twin"] != rows["grpo", "A"]["p vs blind twin"]
+    )  # NaN: no twin
+    column = "blind prior (train, per question kind)"
+    assert {rows[k][column] for k in rows} == {prior_share}
+    assert sft["p vs blind prior (train, per question kind) (one-sided)"] < 0.01
+    # Holm over every p of the table: each adjusted one is holm() of the whole family
+    p_columns = [c for c in frame.columns if c.startswith("p ")]
+    family = [v for c in p_columns for v in frame[c].tolist()]
+    present = [None if v is None or v != v else v for v in family]
+    adjusted = holm(present)
+    got = [v for c in p_columns for v in frame[f"holm {c}"].tolist()]
+    for want, value in zip(adjusted, got, strict=True):
+        assert (want is None and (value is None or value != value)) or value == pytest.approx(want)
+    written = build_report(tmp_path)["written"]
+    text = (tmp_path / "tables/accuracy.md").read_text()
+    assert "| p vs blind twin | holm p vs blind twin |" in text
+    assert f"Holm-adjusted over the {sum(v is not None for v in present)} p-values" in text
+    assert "tables/accuracy.md" in written

@@ -26,7 +26,7 @@ EXPECTED_STEPS = {
     "sim2real": 15,  # base on 2 domains + 2 methods x 2 domains x (train + 2 evaluations) + tables
     "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
     "prompt-tuning": 5,  # base and prompt-tuned in each of 2 modes, tables
-    "counting": 9,  # sft, grpo, 3 rows x 2 evaluation sets (A, B), tables
+    "counting": 30,  # 3 seeds x (sft, grpo, sft blind) + base and 9 runs x 2 sets (A, B) + tables
     "cryptogram": 8,  # sft, grpo gated and ungated, 4 evaluations (base and each), tables
 }
 

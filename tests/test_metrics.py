@@ -88,3 +88,14 @@ def test_two_sided_doubles_the_smaller_tail():
     assert two_sided(0.01) == pytest.approx(0.02)
     assert two_sided(0.99) == pytest.approx(0.02)
     assert two_sided(0.5) == 1.0
+
+
+def test_holm_adjusts_a_family_step_down_and_keeps_missing_tests_missing():
+    from vqa_r1.metrics import holm
+
+    # sorted 0.01, 0.03, 0.04 of m = 3: x3, x2, x1 -> 0.03, 0.06, 0.04 -> monotone 0.06
+    assert holm([0.04, 0.01, None, 0.03]) == pytest.approx([0.06, 0.03, None, 0.06])
+    assert holm([0.5, 0.9]) == [1.0, 1.0]  # capped at 1
+    assert holm([None]) == [None] and holm([]) == []
+    raw = [0.001, 0.2, 0.03]
+    assert all(a >= p for a, p in zip(holm(raw), raw, strict=True))  # never below the raw p

@@ -134,6 +134,11 @@ class DataConfig:
         "claim", help="claim: the relation that holds; scene: the layout, objects in order"
     )
     instruction: str | None = option(None, help="none: the family's reasoning instruction")
+    images: Literal["real", "blank", "shuffled"] = option(
+        "real",
+        help="blind controls (data/blind.py): blank: every image a grey one of its size; "
+        "shuffled: each row gets another row's image; training and evaluation alike",
+    )
     drivingvqa_max_pixels: int = option(
         1280 * 1280,
         help="DrivingVQA release: items whose photo has more pixels are dropped (each printed)",

@@ -106,6 +106,8 @@ class CountingSpec:
     )
     conditions: dict[str, Condition] = field(default_factory=default_conditions)
     seed: int = 0
+    # the test splits' own seed (a fresh draw of them, the training scenes unchanged); None: seed
+    test_seed: int | None = None
     image_size: int = 112
     object_size: tuple[int, int] = (12, 18)
     question_kinds: tuple[str, ...] = QUESTION_KINDS
@@ -132,7 +134,19 @@ class CountingSpec:
             )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The settings (the cache key): ``test_seed`` only when set, so the scenes made before
+        it existed keep their folder."""
+        out = asdict(self)
+        if out["test_seed"] is None:
+            del out["test_seed"]
+        return out
+
+    def split_seed(self, split: str, index: int) -> int:
+        """The generator seed of the ``index``-th split: test splits take ``test_seed``."""
+        base = self.seed
+        if self.test_seed is not None and split.startswith("test"):
+            base = self.test_seed
+        return base * 1000 + index
 
 
 @dataclass
@@ -188,6 +202,14 @@ def question_for(kind: str, objects: list[CountObject], rng: random.Random) -> t
         color = rng.choice(sorted({o.color for o in objects}))
         return f"How many {color} objects are there?", sum(o.color == color for o in objects)
     return "How many objects are there?", len(objects)
+
+
+def question_kind(question: str) -> str:
+    """The kind of a counting question (``question_for``'s inverse): all, shape or color."""
+    words = question.removeprefix("How many ").removesuffix(" are there?")
+    if words == "objects":
+        return "all"
+    return "color" if words.endswith(" objects") else "shape"
 
 
 def generate_scenes(n: int, seed: int, condition: str, spec: CountingSpec) -> list[CountScene]:
@@ -272,7 +294,7 @@ def write_counting(
             (tmp / "images" / split).mkdir(parents=True)
             rows = []
             for i, scene in enumerate(
-                generate_scenes(int(n), spec.seed * 1000 + index, condition, spec)
+                generate_scenes(int(n), spec.split_seed(split, index), condition, spec)
             ):
                 rel = f"images/{split}/{i:06d}.png"
                 draw(scene, spec).save(tmp / rel, compress_level=1)

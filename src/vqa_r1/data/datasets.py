@@ -167,8 +167,12 @@ def release_options(data_cfg: Any) -> dict:
 
 
 def open_split(data_cfg: Any, split: str, check_images: bool = True) -> Any:
-    """``load_split`` of the dataset a DataConfig names, with its release settings."""
-    return load_split(dataset_dir(data_cfg), split, check_images, options=release_options(data_cfg))
+    """``load_split`` of the dataset a DataConfig names, with its release settings and its
+    images as ``data.images`` says (a blind control's: data/blind.py)."""
+    from vqa_r1.data.blind import blind_split
+
+    ds = load_split(dataset_dir(data_cfg), split, check_images, options=release_options(data_cfg))
+    return blind_split(ds, getattr(data_cfg, "images", "real"), data_cfg.subset_seed)
 
 
 def open_dataset(path: str | Path, options: dict | None = None) -> tuple[dict[str, Any], dict]:

@@ -35,7 +35,10 @@ def counting_spec(spec):
     }
     try:
         return CountingSpec(
-            splits=splits, seed=spec.counting_seed, image_size=spec.counting_image_size
+            splits=splits,
+            seed=spec.counting_seed,
+            test_seed=spec.counting_test_seed,
+            image_size=spec.counting_image_size,
         )
     except ValueError as e:
         raise UserError(f"experiment: counting scenes: {e}") from None
@@ -50,7 +53,9 @@ def counting_data(b: Study) -> str:
     what = (
         f"counting scenes (A: train {b.spec.counting_train}, validation "
         f"{b.spec.counting_validation}, test {b.spec.counting_test}; B: test_b "
-        f"{b.spec.counting_test_b}; seed {b.spec.counting_seed}, {b.spec.counting_image_size} px)"
+        f"{b.spec.counting_test_b}; seed {b.spec.counting_seed}"
+        + (f", test seed {settings.test_seed}" if settings.test_seed is not None else "")
+        + f", {b.spec.counting_image_size} px)"
     )
     return b.cached_dataset(
         what, lambda: counting_target(settings), lambda: counting_dataset_dir(settings)
@@ -93,6 +98,51 @@ def grpo_rewards(b: Study) -> list[str]:
     return [f"train.reward_funcs=[{','.join(counted)}]"]
 
 
+PRIOR_FILE = "data/prior.json"
+
+
+def fit_prior(b: Study, data: str) -> str:
+    """The blind prior of the training split, written by the launch into the experiment folder
+    (``data/prior.json``): per question kind (all objects, a shape, a colour), the count most
+    frequent in condition A's train split. Answering that without looking at the image is the
+    floor a counting model must beat; the table's ``prior`` test reads it. Returns its path
+    relative to the experiment folder."""
+    out = b.root / PRIOR_FILE
+    b.notes.append(
+        "blind prior: the commonest training count per question kind, fitted at submission"
+    )
+
+    def make() -> None:
+        from collections import Counter
+
+        from vqa_r1.answers import label_of
+        from vqa_r1.data.counting import question_kind
+        from vqa_r1.data.datasets import load_split
+        from vqa_r1.io import atomic_write_json
+
+        ds = load_split(data, "train", check_images=False)
+        counts: dict[str, Counter] = {}
+        for question, solution in zip(ds["problem"], ds["solution"], strict=True):
+            counts.setdefault(question_kind(question), Counter())[label_of(solution, "robust")] += 1
+        # ties broken by the smaller count, so the same split gives the same prior
+        prior = {
+            kind: min(c, key=lambda v: (-c[v], int(v) if v.isdigit() else v))
+            for kind, c in sorted(counts.items())
+        }
+        atomic_write_json(
+            out,
+            {
+                "fitted on": f"{data} [train]",
+                "n": len(ds),
+                "by question kind": prior,
+                "counts": {k: dict(sorted(c.items())) for k, c in sorted(counts.items())},
+            },
+        )
+
+    b.builder.prep("the blind prior of the training split (data/prior.json)", make)
+    return PRIOR_FILE
+
+
 def design(b: Study) -> None:
     spec = b.spec
     superclevr = superclevr_folder(b)  # a bad folder is refused before the scenes are made
@@ -105,20 +155,23 @@ def design(b: Study) -> None:
     rewards = grpo_rewards(b) if any(r in GRPO_ROWS for r in trained) else []
     # experiment.seeds: each chain once per seed
     runs = b.train_rows(spec.rows, data, "method", sft_extra=cot, grpo_extra=rewards)
+    prior = fit_prior(b, data)
     rows = []
-    for row in spec.rows:
+    for row in b.blind_rows(spec.rows):
         for where, (folder, split) in sets.items():
             steps = {}
             for seed in [None] if row == "base" else b.seeds("sft"):
-                name = b.seeded(f"eval/{row}-on-{where}", seed)
+                name = b.seeded(f"eval/{row.replace(' ', '-')}-on-{where}", seed)
                 labels = {"method": row, "eval": where}
-                b.evaluate(
-                    name, folder, labels, runs.get((row, seed)), extra=[f"eval.split={split}"]
-                )
+                extra = [f"eval.split={split}", *b.blind_extra(row)]
+                b.evaluate(name, folder, labels, runs.get((row, seed)), extra=extra)
                 steps[seed] = name
             rows.append(b.seed_row({"labels": {"method": row, "evaluated on": where}}, steps))
-    # a count's chance is not 0.5: the reference is always giving the set's commonest count
-    tests: list[dict] = [{"kind": "majority"}]
+    # a count's chance is not 0.5: the floors are always giving the set's commonest count, and
+    # the answer the training split makes likeliest for the question's kind (a blind prior)
+    tests: list[dict] = [{"kind": "majority"}, {"kind": "prior", "file": prior}]
+    if spec.blind:  # each trained row against its twin trained and evaluated on blank images
+        tests.append({"kind": "blind", "label": "method", "match": ["evaluated on"]})
     if "base" in spec.rows:
         tests.append({"kind": "versus", "match": ["evaluated on"], "reference": {"method": "base"}})
     if "sft" in spec.rows and "grpo" in spec.rows:  # R1-V's claim: on B (and SuperCLEVR)

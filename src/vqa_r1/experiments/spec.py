@@ -101,6 +101,12 @@ class ExperimentSpec:
         minimum=1,
     )
     counting_seed: int = option(0, help="counting: the scenes' seed", domain=SEED)
+    counting_test_seed: int | None = option(
+        None,
+        help="counting: the test and test_b scenes' own seed (a fresh draw of the test sets, "
+        "recorded; the training scenes keep counting_seed); none: counting_seed",
+        domain=SEED,
+    )
     counting_image_size: int = option(
         112, help="counting: image side in pixels (at least 112: 10 objects must fit)", minimum=112
     )
@@ -167,6 +173,12 @@ class ExperimentSpec:
         "(a model that never wrote <chars> earns no reward to learn from)",
     )
     # ---- end of cryptogram
+    blind: list[str] = option(
+        default_factory=list,
+        help="trained rows that get a blind twin ('<row> blind': the same training and "
+        "evaluation with data.images=blank, data/blind.py): what the row scores above it is what "
+        "the image adds; counting and the demo's rows",
+    )
     seeds: int = option(
         1,
         help="training runs per condition, with train.seed = the recipe's seed, +1, ... (each "
@@ -183,6 +195,9 @@ class ExperimentSpec:
     # after ``settings``, for the tiny models only (built or pretrained here, ModelSpec.tiny): what
     # a tiny model needs to learn the task in minutes on a CPU and a hub model must not get
     tiny_settings: VerbSettings = field(default_factory=VerbSettings)
+    # after ``settings``, for the hub models only: a published study's own settings where they
+    # differ from the model's recipe (drivingvqa's SFT); the tiny models keep their CPU recipe
+    hub_settings: VerbSettings = field(default_factory=VerbSettings)
     hub_recipe: str | None = option(
         None,
         help="a shipped recipe overlay (recipes/overlays) the GRPO runs of hub models use, e.g. "
@@ -205,6 +220,12 @@ class ExperimentSpec:
         if wrong or not self.rows:
             raise UserError(
                 f"experiment.rows: unknown {wrong or 'empty'}; choose from {', '.join(DEMO_ROWS)}"
+            )
+        twinless = [r for r in self.blind if r not in self.rows or r == "base"]
+        if twinless:
+            raise UserError(
+                f"experiment.blind: {twinless} not trained rows of this experiment; choose from "
+                f"{', '.join(r for r in self.rows if r != 'base')}"
             )
         unknown = [m for m in self.methods if m not in ("sft", "grpo")]
         if unknown:

@@ -35,6 +35,10 @@ def split_overrides(items: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     return route_overrides(runs, list(VERBS), VERBS, "verb"), spec
 
 
+# a blind twin's data settings (data/blind.py): the same rows, every image a grey one of its size
+BLIND = ("data.images=blank",)
+
+
 @dataclass
 class Study:
     """Collects the steps (through its ``GraphBuilder``), datasets and tables of one study."""
@@ -185,11 +189,12 @@ class Study:
         return self.spec.hub_recipe
 
     def spec_settings(self, key: str) -> list[str]:
-        """The spec's settings of one verb, then its ``tiny_settings`` when the model is tiny."""
+        """The spec's settings of one verb, then its ``tiny_settings`` when the model is tiny,
+        else its ``hub_settings``."""
         from vqa_r1.models.registry import get_spec
 
-        tiny = getattr(self.spec.tiny_settings, key) if get_spec(self.model).tiny else []
-        return [*getattr(self.spec.settings, key), *tiny]
+        own = self.spec.tiny_settings if get_spec(self.model).tiny else self.spec.hub_settings
+        return [*getattr(self.spec.settings, key), *getattr(own, key)]
 
     # ------------------------------------------------------------------------- seeds
     def seeds(self, verb: str) -> list[int | None]:
@@ -237,36 +242,67 @@ class Study:
         """The training runs of the rows ``sft``, ``grpo`` and ``sft+grpo`` named in ``rows``
         (``label``: the table's column naming them), once per training seed: GRPO is a fresh
         LoRA, SFT-then-GRPO continues the SFT adapter of the same seed and waits for it.
-        Returns ``(row, seed) -> step``; the SFT run is made for ``sft+grpo`` alone too."""
+        Returns ``(row, seed) -> step``; the SFT run is made for ``sft+grpo`` alone too. The
+        spec's ``blind`` rows are trained a second time as ``<row> blind`` (``runs/<row>-blind``)
+        on blank images (``BLIND``)."""
+        runs = self._train_rows(rows, dataset, label, sft_extra, grpo_extra)
+        blind = [r for r in self.spec.blind if r in rows]
+        if blind:
+            twins = self._train_rows(
+                blind, dataset, label, [*(sft_extra or []), *BLIND],
+                [*(grpo_extra or []), *BLIND], suffix=" blind",
+            )  # fmt: skip
+            runs.update(twins)
+        return runs
+
+    def blind_rows(self, rows: list[str]) -> list[str]:
+        """``rows`` and, after them, the blind twin of each of the spec's ``blind`` rows."""
+        return [*rows, *(f"{r} blind" for r in self.spec.blind if r in rows)]
+
+    @staticmethod
+    def blind_extra(row: str) -> list[str]:
+        """The data settings of a row's evaluation: blank images for a blind twin."""
+        return list(BLIND) if row.endswith(" blind") else []
+
+    def _train_rows(
+        self,
+        rows: list[str],
+        dataset: str,
+        label: str,
+        sft_extra: list[str] | None = None,
+        grpo_extra: list[str] | None = None,
+        suffix: str = "",
+    ) -> dict[tuple[str, int | None], Step]:
         runs: dict[tuple[str, int | None], Step] = {}
         if not any(r in ("sft", "grpo", "sft+grpo") for r in rows):
             return runs
         sft_extra, grpo_extra = list(sft_extra or []), list(grpo_extra or [])
+        folder = suffix.replace(" ", "-")
         for seed in self.seeds("sft"):
             extra = self.seed_override(seed)
             if "sft" in rows or "sft+grpo" in rows:
-                runs["sft", seed] = self.train(
-                    self.seeded("runs/sft", seed),
+                runs["sft" + suffix, seed] = self.train(
+                    self.seeded(f"runs/sft{folder}", seed),
                     "sft",
                     dataset,
-                    {label: "sft"},
+                    {label: "sft" + suffix},
                     extra=[*sft_extra, *extra],
                 )
             if "grpo" in rows:
-                runs["grpo", seed] = self.train(
-                    self.seeded("runs/grpo", seed),
+                runs["grpo" + suffix, seed] = self.train(
+                    self.seeded(f"runs/grpo{folder}", seed),
                     "grpo",
                     dataset,
-                    {label: "grpo"},
+                    {label: "grpo" + suffix},
                     extra=[*grpo_extra, *extra],
                 )
             if "sft+grpo" in rows:
-                sft = runs["sft", seed]
-                runs["sft+grpo", seed] = self.train(
-                    self.seeded("runs/sft+grpo", seed),
+                sft = runs["sft" + suffix, seed]
+                runs["sft+grpo" + suffix, seed] = self.train(
+                    self.seeded(f"runs/sft+grpo{folder}", seed),
                     "grpo",
                     dataset,
-                    {label: "sft+grpo"},
+                    {label: "sft+grpo" + suffix},
                     continues=sft,
                     extra=[*grpo_extra, *extra],
                 )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
-from vqa_r1.metrics import one_sided_binomial_p, trend_test, two_proportion_p, two_sided
+from vqa_r1.metrics import holm, one_sided_binomial_p, trend_test, two_proportion_p, two_sided
 from vqa_r1.report.plots import (
     plot_accuracy_bars,
     plot_accuracy_trend,
@@ -361,6 +361,104 @@ def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
     )
 
 
+PRIOR_COLUMN = "blind prior (train, per question kind)"
+
+
+def prior_columns(root: Path, rows: list[dict], test: dict) -> dict[str, list[float | None]]:
+    """Counts: each row's blind-prior floor (the training split's commonest count for each item's
+    question kind, ``test['file']`` written at submission) and the p of its accuracy above it.
+    A model that answers by question kind alone, never looking, scores this."""
+    from vqa_r1.answers import label_of
+    from vqa_r1.data.counting import question_kind
+
+    path = root / test["file"]
+    try:
+        prior = json.loads(path.read_text(encoding="utf-8"))["by question kind"]
+    except (OSError, ValueError, KeyError):
+        prior = None
+
+    def share(row: dict) -> float | None:
+        records = row["_responses"]() if prior is not None and row.get("_responses") else None
+        if not records:
+            return None
+        hits = [
+            label_of(r["true_response"], "robust") == prior.get(question_kind(r["question"]))
+            for r in records
+        ]
+        return sum(hits) / len(hits)
+
+    return above_floor_columns(rows, share, PRIOR_COLUMN)
+
+
+BLIND_SUFFIX = " blind"
+
+
+def blind_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]]:
+    """Each row against its blind twin (the row whose ``label`` is this row's plus " blind",
+    alike in ``match``: trained and evaluated on blank images): the difference and its 95 %
+    interval, and the two-sided p (bootstrap over seeds and items, paired on items, for seeded
+    rows; the two-proportion test for single runs). What a row scores above its twin is what
+    the image adds."""
+    label = test["label"]
+    keys = test.get("match", [])
+    columns: dict[str, list] = {
+        "diff vs blind twin": [],
+        "diff low vs blind twin": [],
+        "diff high vs blind twin": [],
+        "p vs blind twin": [],
+    }
+    for row in rows:
+        twin = next(
+            (
+                r
+                for r in rows
+                if str(r.get(label)) == f"{row.get(label)}{BLIND_SUFFIX}"
+                and all(r.get(k) == row.get(k) for k in keys)
+            ),
+            None,
+        )
+        result = None
+        if twin is not None:
+            if row.get("_seeded") or twin.get("_seeded"):
+                result = _seeded_versus(row, twin)
+            elif _has_counts(row) and _has_counts(twin):
+                diff = row["correct"] / row["n"] - twin["correct"] / twin["n"]
+                one = two_proportion_p(row["correct"], row["n"], twin["correct"], twin["n"])
+                result = {"difference": diff, "p": two_sided(one)}
+        for column, key in zip(columns, ("difference", "ci_low", "ci_high", "p"), strict=True):
+            columns[column].append(None if result is None else result.get(key))
+    return columns
+
+
+def holm_columns(frame: Any, tests: Any) -> tuple[Any, Any, int]:
+    """Holm-adjusted p-values beside the raw ones, over every p the table declares (its ``p
+    ...`` columns and its tests table's ``p``): a column ``holm p ...`` right after each.
+    Returns both frames and the size of the family."""
+    p_columns = [c for c in frame.columns if str(c).startswith("p ")]
+    family: list[tuple[str, str, int]] = []
+    values: list[float | None] = []
+    for column in p_columns:
+        for i, v in enumerate(frame[column].tolist()):
+            family.append(("table", column, i))
+            values.append(None if v is None or v != v else float(v))
+    if len(tests) and "p" in tests.columns:
+        for i, v in enumerate(tests["p"].tolist()):
+            family.append(("tests", "p", i))
+            values.append(None if v is None or v != v else float(v))
+    adjusted = holm(values)
+    size = sum(v is not None for v in values)
+    out = {"table": {}, "tests": {}}
+    for (where, column, i), value in zip(family, adjusted, strict=True):
+        out[where].setdefault(column, [None] * (len(frame) if where == "table" else len(tests)))
+        out[where][column][i] = value
+    for column in p_columns:
+        at = list(frame.columns).index(column) + 1
+        frame.insert(at, f"holm {column}", out["table"][column])
+    if "p" in out["tests"]:
+        tests.insert(list(tests.columns).index("p") + 1, "holm p", out["tests"]["p"])
+    return frame, tests, size
+
+
 def _guess_share(records: list[dict] | None, test: dict) -> float | None:
     """The mean over a cryptogram evaluation's items of the chance that a random decoder of the
     rules decodes it (data/cryptogram.py ``guess_chance``); None without its responses."""
@@ -462,6 +560,10 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
             columns.update(majority_columns(rows))
         elif test["kind"] == "guess":  # cryptograms: a random decoder of the rules
             columns.update(guess_columns(rows, test))
+        elif test["kind"] == "prior":  # counts: the training split's answer per question kind
+            columns.update(prior_columns(root, rows, test))
+        elif test["kind"] == "blind":  # each row against its twin trained on blank images
+            columns.update(blind_columns(rows, test))
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
     frame = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
@@ -479,7 +581,16 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
         }
         labels = [c for c in ordered if c in declared]
         ordered = labels + first + [c for c in ordered if c not in first and c not in labels]
-    return counts_as_integers(frame[ordered]), counts_as_integers(pd.DataFrame(tests))
+    frame, tests_frame, _ = holm_columns(frame[ordered], pd.DataFrame(tests))
+    return counts_as_integers(frame), counts_as_integers(tests_frame)
+
+
+def _family_size(frame: Any, tests: Any) -> int:
+    """How many p-values a table's Holm adjustment ran over (its raw p columns and tests' p)."""
+    count = sum(int(frame[c].notna().sum()) for c in frame.columns if str(c).startswith("p "))
+    if len(tests) and "p" in tests.columns:
+        count += int(tests["p"].notna().sum())
+    return count
 
 
 def per_relation_table(
@@ -582,6 +693,12 @@ def build_report(root: str | Path) -> dict:
                 "each seed's accuracy beside it); their ci and diff: 95 % bootstrap over seeds and "
                 f"items, p two-sided (one-sided vs chance; {REPLICATES:,} replicates: p is at "
                 f"least {1 / (REPLICATES + 1):.1e}); single runs: Wilson, exact tests"
+            )
+        family = _family_size(frame, tests)
+        if family:
+            title += (
+                f". holm p: Holm-adjusted over the {family} p-values this table and its tests "
+                "declare (read these)"
             )
         paths = write(frame, table["name"], title)
         if len(tests):
