@@ -222,8 +222,9 @@ def test_seeded_table_has_mean_spread_each_seed_and_the_bootstrap(tmp_path):
     frame, _ = build_table(tmp_path, table)
     assert list(frame.columns) == [
         "model", "seeds", "n", "accuracy", "sd", "min", "max", "seed 42", "seed 43", "seed 44",
-        "ci_low", "ci_high", "f1_weighted", "p vs chance (one-sided)", "diff vs model=base",
-        "diff low vs model=base", "diff high vs model=base", "p vs model=base", "status",
+        "ci_low", "ci_high", "f1_weighted", "p vs chance (one-sided)",
+        "holm p vs chance (one-sided)", "diff vs model=base", "diff low vs model=base",
+        "diff high vs model=base", "p vs model=base", "holm p vs model=base", "status",
     ]  # fmt: skip
     base, grpo = frame.to_dict("records")
     assert grpo["seeds"] == 3 and grpo["n"] == 100
@@ -272,5 +273,18 @@ def test_one_run_per_row_keeps_the_table_of_before(tmp_path):
     frame, _ = build_table(tmp_path, table)
     assert list(frame.columns) == [
         "model", "n", "accuracy", "ci_low", "ci_high", "f1_weighted",
-        "p vs chance (one-sided)", "p vs model=base", "status",
+        "p vs chance (one-sided)", "holm p vs chance (one-sided)", "p vs model=base",
+        "holm p vs model=base", "status",
     ]  # fmt: skip
+    # the table says it holds single runs, and reads Holm over its 3 p-values
+    (tmp_path / "experiment.json").write_text(json.dumps({"tables": [table]}))
+    build_report(tmp_path)
+    caption = (tmp_path / "tables/accuracy.md").read_text().splitlines()[-1]
+    assert "Single runs: one training run per trained row" in caption
+    assert "Holm-adjusted over the 3 p-values" in caption
+    seeded = tmp_path / "seeded"
+    seeded.mkdir()
+    table = _seeded_demo(seeded, {"base": [80], "grpo": [90, 95, 97]})
+    (seeded / "experiment.json").write_text(json.dumps({"tables": [table]}))
+    build_report(seeded)
+    assert "Single runs: one" not in (seeded / "tables/accuracy.md").read_text()

@@ -585,6 +585,12 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
     return counts_as_integers(frame), counts_as_integers(tests_frame)
 
 
+def _trains(table: dict) -> bool:
+    """Whether a table has a trained row: one whose evaluation step is not the base model's."""
+    steps = [r.get("step", "") for r in table["rows"]]
+    return any(not str(step).startswith(("eval/base", "base")) for step in steps if step)
+
+
 def _family_size(frame: Any, tests: Any) -> int:
     """How many p-values a table's Holm adjustment ran over (its raw p columns and tests' p)."""
     count = sum(int(frame[c].notna().sum()) for c in frame.columns if str(c).startswith("p "))
@@ -693,6 +699,12 @@ def build_report(root: str | Path) -> dict:
                 "each seed's accuracy beside it); their ci and diff: 95 % bootstrap over seeds and "
                 f"items, p two-sided (one-sided vs chance; {REPLICATES:,} replicates: p is at "
                 f"least {1 / (REPLICATES + 1):.1e}); single runs: Wilson, exact tests"
+            )
+        if not seed_columns(frame) and _trains(table):
+            title += (
+                ". Single runs: one training run per trained row, so its p-values count test "
+                "items, not training runs (a rerun with another seed may differ as much); "
+                "experiment.seeds=3 for a reading"
             )
         family = _family_size(frame, tests)
         if family:
