@@ -90,9 +90,15 @@ def test_sim2real_evaluates_each_model_on_both_domains(tmp_path):
     root = tmp_path / "sim2real"
     experiment(
         "sim2real", "--model", MODEL, "--output-dir", str(root), *SMALL,
-        "--set", "experiment.methods=sft",
+        "--set", "experiment.methods=sft", "--set", "experiment.judge=heuristic",
     )  # fmt: skip
     assert set(states(root).values()) == {"COMPLETED"}
+    # the judge step read every evaluation's responses: an alignment row each, paired with base
+    checks = json.loads((root / "judge/alignment_checks.json").read_text())
+    assert len(checks) == 6 * 16 and {c["status"] for c in checks} == {"judged"}
+    alignment = (root / "tables/alignment.md").read_text()
+    assert "| sft | sim | real | 16 |" in alignment
+    assert "p vs method=base (McNemar)" in alignment and "missing" not in alignment
     real_cfg = (root / "runs/sft-real/config.yaml").read_text()
     sim_cfg = (root / "runs/sft-sim/config.yaml").read_text()
     dataset = [line for line in real_cfg.splitlines() if "dataset:" in line]

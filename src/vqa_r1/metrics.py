@@ -151,3 +151,14 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
         running = max(running, min(1.0, (m - rank) * p))
         adjusted[i] = running
     return adjusted
+
+
+def mcnemar_exact(only_first: int, only_second: int) -> float:
+    """McNemar's exact two-sided p for paired yes/no outcomes: ``only_first`` items are yes for
+    the first condition alone, ``only_second`` for the second alone (the discordant pairs); the
+    binomial test of their split at 1/2. Why: two models answer the same items, so an item's
+    difficulty is shared and only the items where they differ carry the comparison."""
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * one_sided_binomial_p(max(only_first, only_second), n, 0.5))

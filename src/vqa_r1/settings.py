@@ -59,6 +59,16 @@ def flatten(settings: dict) -> dict:
     return flat
 
 
+# keys added after runs began recording their settings, with the value that does what runs before
+# the key did: a record without the key is the same run as a config holding that value (a folder
+# made by an older version resumes; any other value is a difference as ever)
+ADDED_LATER: dict[str, Any] = {
+    "data.images": "real",  # blind controls (data/blind.py), 0.2.0
+    "train.dynamic_sampling": False,  # DAPO's dynamic sampling, off (train/dynamic_sampling.py)
+    "train.dynamic_sampling_max_rounds": 4,  # read only with dynamic sampling on
+}
+
+
 def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     """``key: OLD there, NEW now`` for every key whose comparable value differs."""
     old, new = comparable(old), comparable(new)
@@ -69,7 +79,10 @@ def _differences(old: Any, new: Any, prefix: str) -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         found: list[str] = []
         for key in sorted(set(old) | set(new)):
-            found += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
+            path = f"{prefix}{key}"
+            if key not in old and path in ADDED_LATER and new[key] == ADDED_LATER[path]:
+                continue  # recorded before the key existed, and set to what that did
+            found += _differences(old.get(key), new.get(key), f"{path}.")
         return found
     if old != new:
         return [f"{prefix.rstrip('.')}: {old!r} there, {new!r} now"]

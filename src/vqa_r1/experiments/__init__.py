@@ -24,7 +24,7 @@ from vqa_r1.experiments import (
     sim2real,
     text_bias,
 )
-from vqa_r1.experiments.spec import list_specs, load_spec
+from vqa_r1.experiments.spec import ExperimentSpec, list_specs, load_spec
 from vqa_r1.experiments.study import Study, split_overrides
 from vqa_r1.io import atomic_write_json
 from vqa_r1.launch import executor
@@ -76,6 +76,7 @@ def build_study(
             f"{'; '.join(changed[:4])}. Re-launch with the same --set values, or give it a new "
             "--output-dir (--overwrite moves this one aside)"
         ) from None
+    study.add_judge()
     study.add_tables_step()
     return study
 
@@ -89,7 +90,11 @@ def spec_changes(root: Path, spec: dict) -> list[str]:
         return []
     if not isinstance(before, dict):
         return []
-    return [f"experiment.{d}" for d in differences(flatten(before), flatten(spec))]
+    old, new = flatten(before), flatten(spec)
+    # a key the record lacks, now at its default, was added later and changes nothing
+    defaults = flatten(to_dict(ExperimentSpec(kind=spec.get("kind", "demo"))))
+    new = {k: v for k, v in new.items() if k in old or k not in defaults or v != defaults[k]}
+    return [f"experiment.{d}" for d in differences(old, new)]
 
 
 def previous_steps(root: Path) -> dict[str, dict]:

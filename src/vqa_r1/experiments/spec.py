@@ -198,6 +198,17 @@ class ExperimentSpec:
     # after ``settings``, for the hub models only: a published study's own settings where they
     # differ from the model's recipe (drivingvqa's SFT); the tiny models keep their CPU recipe
     hub_settings: VerbSettings = field(default_factory=VerbSettings)
+    judge: Literal["none", "heuristic", "openai"] = option(
+        "none",
+        help="after the evaluations, judge whether each row's reasoning supports its answer "
+        "(judge/): heuristic: the offline rules; openai: an OpenAI-compatible endpoint "
+        "(judge_model, judge_base_url; a vLLM server on the node or an API); an alignment table "
+        "per row with McNemar's test against the base row",
+    )
+    judge_model: str | None = option(None, help="judge=openai: the judge model, e.g. o4-mini")
+    judge_base_url: str | None = option(
+        None, help="judge=openai: the endpoint (none: OpenAI's); the key from the environment"
+    )
     hub_recipe: str | None = option(
         None,
         help="a shipped recipe overlay (recipes/overlays) the GRPO runs of hub models use, e.g. "
@@ -214,6 +225,8 @@ class ExperimentSpec:
                     f"experiment.hub_recipe: {self.hub_recipe!r} is not a shipped overlay; "
                     f"choose from {', '.join(list_overlays())}"
                 )
+        if self.judge == "openai" and not self.judge_model:
+            raise UserError("experiment.judge=openai needs experiment.judge_model (e.g. o4-mini)")
         if self.seeds < 1:  # also when built without the typed loader
             raise UserError(f"experiment.seeds must be at least 1, not {self.seeds}")
         wrong = [r for r in self.rows if r not in DEMO_ROWS]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.config import RunConfig
+from vqa_r1.errors import UserError
 from vqa_r1.launch.build import GraphBuilder
 from vqa_r1.launch.graph import Step
 from vqa_r1.launch.overrides import route_overrides
@@ -381,6 +382,73 @@ class Study:
         return self.builder.prompt_tune(
             name, config, self.root / name, base, sft.resources, job_name, name, info=info
         )
+
+    def add_judge(self) -> Step | None:
+        """``experiment.judge``: one judge step after every evaluation of the declared tables,
+        its verdicts in ``judge/alignment_checks.json``, and an ``alignment`` table (one row per
+        evaluation: judged, misaligned, rate, types; McNemar's paired test against the base row
+        of the same other labels)."""
+        if self.spec.judge == "none":
+            return None
+        from vqa_r1.judge.job import JudgeJobConfig
+
+        responses: list[tuple[str, str]] = []
+        rows: list[dict] = []
+        for table in self.tables:
+            for row in table["rows"]:
+                entries = (
+                    [(None, row["step"])]
+                    if "step" in row
+                    else [(e["seed"], e["step"]) for e in row.get("seeds", [])]
+                )
+                for seed, step in entries:
+                    if not str(step).startswith("eval/"):
+                        continue  # prompt tuning scores choices: no reasoning to judge
+                    name = " / ".join(str(v) for v in row["labels"].values())
+                    name += f" / seed {seed}" if seed is not None else ""
+                    if any(name == n for n, _ in responses):
+                        continue
+                    responses.append((name, str(self.root / step / "generated_responses.json")))
+                    labels = {**row["labels"], **({"seed": seed} if seed is not None else {})}
+                    rows.append({"labels": labels, "model": name, "step": step})
+        if not responses:
+            raise UserError(f"experiment.judge: {self.name} has no evaluation to judge")
+        out = self.root / "judge"
+        config = JudgeJobConfig(
+            responses=responses,
+            out=str(out / "alignment_checks.json"),
+            backend=self.spec.judge,
+            judge_model=self.spec.judge_model,
+            base_url=self.spec.judge_base_url,
+        )
+        after = tuple(dict.fromkeys(r["step"] for r in rows))
+        step = self.builder.judge(config, out, [], name="judge", after=after)
+        # the reference: the base row, matched as the tables' own test against base matches it
+        versus = next(
+            (
+                t
+                for table in self.tables
+                for t in table.get("tests", [])
+                if t.get("kind") == "versus" and "base" in map(str, t["reference"].values())
+            ),
+            None,
+        )
+        first = next(iter(rows[0]["labels"]))
+        reference = versus["reference"] if versus else {first: "base"}
+        match = [k for k in (versus.get("within"), *versus.get("match", [])) if k] if versus else []
+        self.declare_table(
+            {
+                "name": "alignment",
+                "kind": "alignment",
+                "title": f"Reasoning-answer alignment ({self.spec.judge} judge): each evaluation's "
+                "responses judged for whether the reasoning supports the answer",
+                "file": "judge/alignment_checks.json",
+                "rows": rows,
+                "reference": reference,
+                "match": match,
+            }
+        )
+        return step
 
     def add_tables_step(self) -> Step:
         """Tables and plots after every other step, whatever their outcome."""

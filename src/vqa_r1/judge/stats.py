@@ -98,7 +98,7 @@ def paired_misalignment(checks: list[dict[str, Any]], models: list[str]) -> list
     two rates' difference is carried by the items where the verdicts differ (McNemar). An item
     is identified by its ``index`` (the study's checks) or else its ``id``; one judged twice for a
     model is an error naming it (a merge of two runs' checks)."""
-    from vqa_r1.metrics import one_sided_binomial_p
+    from vqa_r1.metrics import mcnemar_exact
 
     verdicts: dict[str, dict[Any, bool]] = {m: {} for m in models}
     for record in checks:
@@ -117,8 +117,7 @@ def paired_misalignment(checks: list[dict[str, Any]], models: list[str]) -> list
             common = sorted(set(verdicts[first]) & set(verdicts[second]), key=str)
             b = sum(verdicts[first][k] and not verdicts[second][k] for k in common)
             c = sum(verdicts[second][k] and not verdicts[first][k] for k in common)
-            p = min(1.0, 2 * one_sided_binomial_p(max(b, c), b + c, 0.5)) if b + c else 1.0
-            tests.append(PairedTest(first, second, len(common), b, c, p))
+            tests.append(PairedTest(first, second, len(common), b, c, mcnemar_exact(b, c)))
     return tests
 
 

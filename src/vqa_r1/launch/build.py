@@ -397,8 +397,16 @@ class GraphBuilder:
         )
         return self.add(Step("pretrain", out, request))
 
-    def judge(self, config: JudgeJobConfig, out: Path, setup: list[str]) -> Step:
-        """judge: one GPU when it serves its own vLLM model, none for an API."""
+    def judge(
+        self,
+        config: JudgeJobConfig,
+        out: Path,
+        setup: list[str],
+        name: str = "judge",
+        after: tuple[str, ...] = (),
+    ) -> Step:
+        """judge: one GPU when it serves its own vLLM model, none for an API; in an experiment,
+        after the evaluations it judges (``after``)."""
         from vqa_r1.judge.client import require_openai
 
         if config.backend == "openai":  # an install without the judge extra: one line, now
@@ -417,7 +425,7 @@ class GraphBuilder:
         task = self.task(JudgeTask, out, res.gpus, config=config)
         prepare = claimer(out, "judge", settings, job.overwrite)
         request = self.request(task, res, "vqa-r1-judge", (), tuple(setup), out, state, prepare)
-        return self.add(Step("judge", out, request))
+        return self.add(Step(name, out, request, after=after, info={"verb": "judge"}))
 
     def doctor(self, models: list[str], out: Path) -> Step:
         """doctor: one process per node with one GPU (none where the profile has none; or

@@ -690,6 +690,18 @@ def build_report(root: str | Path) -> dict:
         )
 
     for table in experiment.get("tables", []):
+        if table.get("kind") == "alignment":  # the judge step's verdicts (report/alignment.py)
+            from vqa_r1.report.alignment import alignment_table
+
+            frame = alignment_table(root, table)
+            missing += int((frame["status"] == "missing").sum())
+            caption = table.get("title", "") + (
+                ". McNemar's exact test on the items both rows answered, Holm-adjusted over the "
+                "table; failed or skipped verdicts left out"
+            )
+            paths = write(frame, table["name"], caption)
+            written += [str(p.relative_to(root)) for p in paths]
+            continue
         frame, tests = build_table(root, table)
         missing += int((frame["status"] == "missing").sum())
         title = table.get("title", "")
