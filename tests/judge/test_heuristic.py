@@ -65,3 +65,27 @@ def test_heuristic_backend_needs_no_key_and_makes_no_request(tmp_path, server, n
                "--out", out) == 0  # fmt: skip
     assert len(json.loads(out.read_text())) == 5
     assert server.count() == 0
+
+
+@pytest.mark.parametrize(
+    "claim, reasoning, holds",
+    [
+        ("The yellow triangle is right of the blue circle.",
+         "left to right: yellow, blue. top to bottom: blue, yellow. right: blue. subject: yellow.",
+         False),
+        ("The red square is right of the blue square.",
+         "left to right: blue, red. top to bottom: red, blue. right: red. subject: red.", True),
+        ("The purple square is above the blue triangle.",
+         "left to right: blue, purple. top to bottom: purple, blue. top: purple. subject: purple.",
+         True),
+        ("The red square is left of the blue square.",  # the other end named: read the other way
+         "left to right: blue, red. right: red. subject: red.", False),
+    ],
+)  # fmt: skip
+def test_the_synthetic_layout_reasoning_is_read_by_its_verdict(claim, reasoning, holds):
+    """The tiny models' reasoning ends "right: X. subject: Y." (data/synthetic.py): the claim holds
+    when the object at the end it asks about is its subject. v1 read the subject's and the end's
+    words as affirming, and called 190 of the demo base model's 400 answers contradictions."""
+    assert stance(reasoning, claim) is holds
+    assert judge(claim, reasoning, str(holds))["aligns"] is True
+    assert judge(claim, reasoning, str(not holds))["type"] == "contradiction"

@@ -15,7 +15,9 @@ from typing import Any
 
 from vqa_r1.answers import normalize
 
-HEURISTIC_ID = "heuristic_v1"
+# v2: the layout verdict of the synthetic scenes' reasoning (``_layout_stance``); v1's verdicts on
+# the study's responses are unchanged (RESULTS.md)
+HEURISTIC_ID = "heuristic_v2"
 
 _UNDECIDED = re.compile(
     r"(cannot|can ?not|can't|could not|couldn't|unable to|not possible to|impossible to|"
@@ -117,11 +119,38 @@ def conclusion(reasoning: str, claim: str = "") -> str:
     return sentences[-1]
 
 
+# the layout reasoning of the synthetic scenes (data/prompts.py, the tiny models): "left to right:
+# red, blue. top to bottom: blue, red. right: blue. subject: red." -- the object at the end of the
+# layout the claim asks about, then the claim's subject: the claim holds when they are the same
+_LAYOUT = re.compile(
+    r"\b(left|right|top|bottom):\s*([a-z]+)\.\s*subject:\s*([a-z]+)", re.IGNORECASE
+)
+_CLAIM_END = {"left of": "left", "right of": "right", "above": "top", "below": "bottom"}
+_OPPOSITE_END = {"left": "right", "right": "left", "top": "bottom", "bottom": "top"}
+
+
+def _layout_stance(reasoning: str, claim: str) -> bool | None:
+    """The stance of a layout reasoning (``_LAYOUT``) on ``claim``; None when it is not one."""
+    matches = list(_LAYOUT.finditer(reasoning))
+    wanted = next((end for words, end in _CLAIM_END.items() if words in claim.lower()), None)
+    if not matches or wanted is None:
+        return None
+    end, named, subject = (g.lower() for g in matches[-1].groups())
+    if end == wanted:
+        return named == subject
+    if end == _OPPOSITE_END[wanted]:
+        return named != subject
+    return None
+
+
 def stance(reasoning: str, claim: str = "") -> bool | None | str:
     """True (claim holds), False (it does not), None (undecided), or "empty"."""
     text = reasoning.strip()
     if not text:
         return "empty"
+    layout = _layout_stance(text, claim)
+    if layout is not None:
+        return layout
     final = conclusion(text, claim)
     if _UNDECIDED.search(final):
         return None

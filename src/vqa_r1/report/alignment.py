@@ -49,13 +49,17 @@ def alignment_table(root: Path, table: dict) -> Any:
          if not r.get("aligns", False)}
     )  # fmt: skip
     reference = table.get("reference", {})
+    # every row's labels in one order (a seeded row adds ``seed``; base has none): text cells
+    label_keys = list(dict.fromkeys(k for row in table["rows"] for k in row["labels"]))
     out = []
     for row in table["rows"]:
         mine = verdicts.get(row["model"], {})
         misaligned = [r for r in mine.values() if not r.get("aligns", False)]
         kinds = Counter(str(r.get("type") or "unspecified") for r in misaligned)
         cells: dict[str, Any] = {
-            **row["labels"],
+            **{
+                k: "" if row["labels"].get(k) is None else str(row["labels"][k]) for k in label_keys
+            },
             "judged": len(mine),
             "misaligned": len(misaligned),
             "misaligned rate": len(misaligned) / len(mine) if mine else None,
