@@ -126,10 +126,17 @@ def test_drivingvqa_chain_merges_before_grpo_and_scores_letter_sets(tmp_path):
     assert "runs/merge/merged" in grpo_cfg and "- choice" in grpo_cfg and "- iou" in grpo_cfg
     scores = json.loads((root / "eval/grpo/scores.json").read_text())
     assert scores["answer_type"] == "choice" and scores["n"] == 8
+    # the boxes the model wrote, scored against the items' boxes beside the letters
+    grounding = scores["grounding"]
+    assert grounding["items"] == 8 and grounding["entities"] >= 8
+    assert 0.0 <= grounding["box_iou"] <= 1.0 and 0.0 <= grounding["grounded"] <= 1.0
+    records = json.loads((root / "eval/grpo/generated_responses.json").read_text())
+    assert all(r["gt_boxes"] for r in records)
     metrics = (root / "runs/grpo/metrics.jsonl").read_text()
     assert "rewards/iou_reward/mean" in metrics
     table = (root / "tables/accuracy.md").read_text()
     assert "| sft+merge+grpo | 8 |" in table
+    assert "box IoU" in table and "entities grounded (IoU >= 0.5)" in table
 
 
 def test_prompt_tuning_compares_each_mode_with_the_base_model(tmp_path):

@@ -99,3 +99,22 @@ def test_holm_adjusts_a_family_step_down_and_keeps_missing_tests_missing():
     assert holm([None]) == [None] and holm([]) == []
     raw = [0.001, 0.2, 0.03]
     assert all(a >= p for a, p in zip(holm(raw), raw, strict=True))  # never below the raw p
+
+
+def test_grounding_scores_count_entities_matched_at_half_overlap():
+    """Evaluation's grounding (issue 31, item 6): the iou reward's score averaged over items, and
+    the share of ground-truth entities a written box matches at IoU >= 0.5."""
+    from vqa_r1.eval.scoring import grounding_scores
+
+    records = [
+        {"predicted_response": "[0, 0, 10, 10] car then [20, 20, 30, 30] sign <answer> A </answer>",
+         "gt_boxes": [[0, 0, 10, 10], [20, 20, 30, 40]], "gt_box_labels": ["car", "sign"]},
+        {"predicted_response": "<answer> B </answer>",  # wrote no box
+         "gt_boxes": [[0, 0, 5, 5]], "gt_box_labels": ["person"]},
+        {"predicted_response": "[1, 1, 2, 2]", "gt_boxes": None},  # no truth: not counted
+    ]  # fmt: skip
+    scores = grounding_scores(records)
+    assert (scores["items"], scores["entities"], scores["boxes_written"]) == (2, 3, 2)
+    assert scores["grounded"] == pytest.approx(2 / 3)  # car 1.0, sign 0.5 (counts), person none
+    assert scores["box_iou"] == pytest.approx(((1.0 + 0.5) / 2 + 0.0) / 2)
+    assert grounding_scores([{"predicted_response": "x"}]) is None

@@ -33,7 +33,12 @@ from vqa_r1.config import RunConfig, run_settings, save_config
 from vqa_r1.data.datasets import open_split, rows_instruction
 from vqa_r1.data.prompts import problem_text
 from vqa_r1.errors import UserError
-from vqa_r1.eval.scoring import choice_key, cryptogram_readings, score_responses
+from vqa_r1.eval.scoring import (
+    choice_key,
+    cryptogram_readings,
+    grounding_scores,
+    score_responses,
+)
 from vqa_r1.io import atomic_write_json, atomic_write_text, read_jsonl
 from vqa_r1.models.device import resolve_device
 from vqa_r1.models.generation import GenerationSettings, Generator
@@ -172,9 +177,16 @@ def _evaluate(
     if cryptogram:
         for record, coded in zip(records, ds["coded_message"], strict=True):
             record.update(answer_type="cryptogram", coded_message=coded)
+    if "gt_boxes" in columns:  # reasoning with boxes: the items' boxes, for grounding scores
+        labels_of = ds["gt_box_labels"] if "gt_box_labels" in columns else [None] * len(records)
+        for record, boxes, names in zip(records, ds["gt_boxes"], labels_of, strict=True):
+            record.update(gt_boxes=boxes, gt_box_labels=names)
     kind = "choice" if choice else "number" if number else "cryptogram" if cryptogram else ""
     relations = ds["relation"] if "relation" in ds.column_names else None
     scores = score_responses(records, ec.answer_rule, relations)
+    grounding = grounding_scores(records)
+    if grounding is not None:
+        scores["grounding"] = grounding
     scores.update(
         generation_cache=first.get("generation_cache", gen.cache_decision),
         generation_cache_check=first.get("check"),

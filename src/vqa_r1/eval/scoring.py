@@ -231,6 +231,45 @@ def score_cryptograms(records: Sequence[dict]) -> dict:
     return scores
 
 
+GROUNDED_IOU = 0.5  # an entity counts as grounded when a written box overlaps it this much
+
+
+def grounding_scores(records: Sequence[dict]) -> dict | None:
+    """How well the boxes a model writes ground the items' entities (DrivingVQA's reasoning with
+    boxes): ``box_iou``, the mean over items with ground-truth boxes of the ``iou`` reward's
+    score (matched IoUs over max(predicted, true boxes): extra and missing boxes cost), and
+    ``grounded``, the share of all ground-truth entities matched by a written box at IoU >=
+    GROUNDED_IOU; with the items counted. None when no record carries ``gt_boxes``."""
+    from vqa_r1.rewards.boxes import box_matches
+
+    items = entities = grounded = 0
+    total = 0.0
+    predicted = 0
+    for record in records:
+        if record.get("gt_boxes") is None:
+            continue
+        matched, made, truth = box_matches(
+            str(record["predicted_response"]), record["gt_boxes"], record.get("gt_box_labels")
+        )
+        if not truth:
+            continue
+        items += 1
+        entities += truth
+        predicted += made
+        total += sum(matched) / max(made, truth)
+        grounded += sum(value >= GROUNDED_IOU for value in matched)
+    if not items:
+        return None
+    return {
+        "items": items,
+        "entities": entities,
+        "boxes_written": predicted,
+        "box_iou": total / items,
+        "grounded": grounded / entities,
+        "grounded_at": GROUNDED_IOU,
+    }
+
+
 def rule_differences(records: Sequence[dict]) -> list[dict]:
     """Items that the robust and study rules score differently, with what each rule read
     (for counting records: the ``number`` and ``r1v_count`` rules, reported under those keys)."""

@@ -93,6 +93,7 @@ def table_rows(root: Path, table: dict) -> list[dict]:
                 correct=scores.get("correct"),
                 status="ok",
             )
+            row.update(_grounding_cells([scores]))
             row["_runs"] = lambda path=path, scores=scores: _item_matrix([(path, scores)])
             row["_majority"] = lambda path=path, scores=scores: _majority_share(path, scores)
             row["_responses"] = lambda path=path: _responses(path)
@@ -132,6 +133,7 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
         "status": "ok" if len(found) == len(seeds) else "partial" if found else "missing",
         "_per_relation": {seed: s.get("per_relation") or {} for seed, _, s in found},
         "_seeded": True,
+        **_grounding_cells([s for _, _, s in found]),
     }
     if found:
         runs = _item_matrix([(path, scores) for _, path, scores in found])
@@ -148,6 +150,21 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
             cells["ci_low"] = min(1.0, max(0.0, ci["ci_low"]))
             cells["ci_high"] = min(1.0, max(0.0, ci["ci_high"]))
     return cells
+
+
+BOX_IOU, GROUNDED = "box IoU", "entities grounded (IoU >= 0.5)"
+
+
+def _grounding_cells(evaluations: list[dict]) -> dict[str, float]:
+    """The boxes' grounding of evaluations with boxes (eval/scoring.py ``grounding_scores``),
+    averaged over seeds; nothing for evaluations without boxes."""
+    parts = [s["grounding"] for s in evaluations if isinstance(s.get("grounding"), dict)]
+    if not parts:
+        return {}
+    return {
+        BOX_IOU: sum(p["box_iou"] for p in parts) / len(parts),
+        GROUNDED: sum(p["grounded"] for p in parts) / len(parts),
+    }
 
 
 def _item_matrix(evaluations: list[tuple[Path, dict]]) -> Any:

@@ -221,6 +221,14 @@ def _agree(pred: tuple[str, ...], gt: tuple[str, ...] | None) -> bool:
 
 def box_score(text: str, gt_boxes: Any, gt_labels: Any = None) -> float:
     """The ``iou`` reward of one completion text (see the module docstring)."""
+    matched, predicted, truth = box_matches(text, gt_boxes, gt_labels)
+    return sum(matched) / max(predicted, truth) if truth else 0.0
+
+
+def box_matches(text: str, gt_boxes: Any, gt_labels: Any = None) -> tuple[list[float], int, int]:
+    """The IoUs of the one-to-one matching of ``text``'s boxes to the valid ground-truth boxes,
+    with how many distinct boxes were predicted and how many ground-truth boxes there are (the
+    reward's sum, denominator parts; evaluation's grounding: entities matched at IoU >= 0.5)."""
     truth = _gt_boxes(gt_boxes)
     names: list[tuple[str, ...] | None] = [None] * len(truth)
     if gt_labels is not None and not isinstance(gt_labels, str | bytes | dict):
@@ -232,9 +240,9 @@ def box_score(text: str, gt_boxes: Any, gt_labels: Any = None) -> float:
             names = [_words(label) if label is not None else None for label in labels]
     kept = [(box, name) for box, name in zip(truth, names, strict=True) if box is not None]
     if not kept:
-        return 0.0
+        return [], 0, 0
     preds = parse_boxes(text)
-    denominator = max(len(preds), len(kept))
+    predicted, total_truth = len(preds), len(kept)
     valid = [(box, name) for box, name in preds if box is not None][:MAX_MATCHED]
     kept = kept[:MAX_MATCHED]
     weights = [[iou(p, g) if _agree(pn, gn) else 0.0 for g, gn in kept] for p, pn in valid]
@@ -242,8 +250,7 @@ def box_score(text: str, gt_boxes: Any, gt_labels: Any = None) -> float:
     live_rows = [i for i, row in enumerate(weights) if any(row)]
     live_cols = [j for j in range(len(kept)) if any(weights[i][j] for i in live_rows)]
     sub = [[weights[i][j] for j in live_cols] for i in live_rows]
-    total = sum(sub[r][c] for r, c in max_weight_matching(sub))
-    return total / denominator
+    return [sub[r][c] for r, c in max_weight_matching(sub)], predicted, total_truth
 
 
 def iou_reward(
