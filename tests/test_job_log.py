@@ -132,3 +132,23 @@ def test_a_local_grpo_job_logs_one_line_per_step_and_status_shows_its_progress(t
     # `logs --follow` printed the log's lines from its start on (lines=0), then ended with the job
     shown = [ln for chunk in followed for ln in chunk.splitlines() if ln.startswith("grpo step ")]
     assert shown == lines
+
+
+def test_the_launcher_off_a_terminal_turns_the_libraries_bars_off(capsys):
+    """A launch whose output goes to a file (nohup, a batch script) made its datasets at
+    submission with `datasets`' progress bars in the file ("Saving the dataset (0/1 shards) ..."
+    once per split); the launcher now turns them off as every verb does."""
+    import datasets
+
+    from vqa_r1.cli.launch import main as launch_main
+
+    before = os.environ.pop("HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+    datasets.enable_progress_bars()
+    try:
+        assert launch_main(["sft", "--model", "tiny-qwen2.5-vl-pretrained", "--dry-run"]) == 0
+        assert not datasets.is_progress_bar_enabled()
+        assert os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] == "1"
+    finally:
+        os.environ.pop("HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+        if before is not None:
+            os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = before

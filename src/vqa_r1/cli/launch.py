@@ -304,6 +304,10 @@ def build_graph(args: argparse.Namespace, job: JobOptions) -> tuple[Graph, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if not sys.stderr.isatty():  # a launch log (nohup, a file): no half-drawn dataset bars
+        from vqa_r1.logging_setup import no_bars
+
+        no_bars()
     command = shlex.join(["slurm/launch.py", *argv])
     where = getattr(args, "output_dir", None)
     return exit_status(lambda: run_command(args, command), where=where)
