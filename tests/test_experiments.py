@@ -25,7 +25,7 @@ EXPECTED_STEPS = {
     "text-bias": 18,  # base + 4 levels x 2 methods x (train, evaluate) + tables
     "sim2real": 15,  # base on 2 domains + 2 methods x 2 domains x (train + 2 evaluations) + tables
     "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
-    "prompt-tuning": 5,  # base and prompt-tuned in each of 2 modes, tables
+    "prompt-tuning": 9,  # base and 3 prompt-tuned seeds in each of 2 modes, tables
     "counting": 30,  # 3 seeds x (sft, grpo, sft blind) + base and 9 runs x 2 sets (A, B) + tables
     "cryptogram": 8,  # sft, grpo gated and ungated, 4 evaluations (base and each), tables
 }

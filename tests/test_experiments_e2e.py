@@ -143,6 +143,7 @@ def test_prompt_tuning_compares_each_mode_with_the_base_model(tmp_path):
     root = tmp_path / "prompt-tuning"
     experiment(
         "prompt-tuning", "--model", MODEL, "--output-dir", str(root),
+        "--set", "experiment.seeds=1",
         "--set", "prompt-tune:train.max_steps=3",
         "--set", "prompt-tune:eval.limit=8",
         "--set", "prompt-tune:eval.max_new_tokens=64",
@@ -154,3 +155,8 @@ def test_prompt_tuning_compares_each_mode_with_the_base_model(tmp_path):
         for model in ("base", "prompt-tuned"):
             assert f"| {mode} | {model} | 8 |" in table
     assert "p vs model=base (same mode)" in table
+    # the spec's neutral instruction reaches every prompt-tuning run and its base, and the table
+    # says whether each row writes the reasoning format
+    assert "Answer with True or False." in (root / "eval/base-reasoning/config.yaml").read_text()
+    assert "Answer with True or False." in (root / "runs/prompt-reasoning/config.yaml").read_text()
+    assert "| format rate |" in table

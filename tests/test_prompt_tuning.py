@@ -580,7 +580,8 @@ def test_an_experiment_recorded_under_the_old_key_names_relaunches(tmp_path):
 
     job = JobOptions(executor="local")
     root = tmp_path / "exp"
-    plan = build_study("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)
+    ONE = ["experiment.seeds=1"]  # the folders of before seeds
+    plan = build_study("prompt-tuning", "tiny-qwen2.5-vl", ONE, str(root), job)
     declare(plan)
     record = json.loads((root / "experiment.json").read_text())
     for step in record["steps"]:
@@ -592,7 +593,7 @@ def test_an_experiment_recorded_under_the_old_key_names_relaunches(tmp_path):
     tuned.run_dir.mkdir(parents=True, exist_ok=True)
     old = _in_old_names(tuned.request.task.config)
     (tuned.run_dir / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
-    build_study("prompt-tuning", "tiny-qwen2.5-vl", [], str(root), job)  # the same: fine
+    build_study("prompt-tuning", "tiny-qwen2.5-vl", ONE, str(root), job)  # the same: fine
     with pytest.raises(UserError, match="train.learning_rate"):
-        other = ["prompt-tune:train.learning_rate=0.5"]
+        other = [*ONE, "prompt-tune:train.learning_rate=0.5"]
         build_study("prompt-tuning", "tiny-qwen2.5-vl", other, str(root), job)

@@ -93,7 +93,7 @@ def table_rows(root: Path, table: dict) -> list[dict]:
                 correct=scores.get("correct"),
                 status="ok",
             )
-            row.update(_grounding_cells([scores]))
+            row.update(_extra_cells([scores]))
             row["_runs"] = lambda path=path, scores=scores: _item_matrix([(path, scores)])
             row["_majority"] = lambda path=path, scores=scores: _majority_share(path, scores)
             row["_responses"] = lambda path=path: _responses(path)
@@ -133,7 +133,7 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
         "status": "ok" if len(found) == len(seeds) else "partial" if found else "missing",
         "_per_relation": {seed: s.get("per_relation") or {} for seed, _, s in found},
         "_seeded": True,
-        **_grounding_cells([s for _, _, s in found]),
+        **_extra_cells([s for _, _, s in found]),
     }
     if found:
         runs = _item_matrix([(path, scores) for _, path, scores in found])
@@ -153,18 +153,21 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
 
 
 BOX_IOU, GROUNDED = "box IoU", "entities grounded (IoU >= 0.5)"
+FORMAT = "format rate"  # responses in the reasoning format: whether a prompt induced it
 
 
-def _grounding_cells(evaluations: list[dict]) -> dict[str, float]:
-    """The boxes' grounding of evaluations with boxes (eval/scoring.py ``grounding_scores``),
-    averaged over seeds; nothing for evaluations without boxes."""
+def _extra_cells(evaluations: list[dict]) -> dict[str, float]:
+    """What an evaluation measures beside accuracy, averaged over seeds: the format rate, and the
+    boxes' grounding of evaluations with boxes (eval/scoring.py ``grounding_scores``)."""
+    cells: dict[str, float] = {}
+    rates = [s["format_rate"] for s in evaluations if _is_number(s.get("format_rate"))]
+    if rates:
+        cells[FORMAT] = sum(rates) / len(rates)
     parts = [s["grounding"] for s in evaluations if isinstance(s.get("grounding"), dict)]
-    if not parts:
-        return {}
-    return {
-        BOX_IOU: sum(p["box_iou"] for p in parts) / len(parts),
-        GROUNDED: sum(p["grounded"] for p in parts) / len(parts),
-    }
+    if parts:
+        cells[BOX_IOU] = sum(p["box_iou"] for p in parts) / len(parts)
+        cells[GROUNDED] = sum(p["grounded"] for p in parts) / len(parts)
+    return cells
 
 
 def _item_matrix(evaluations: list[tuple[Path, dict]]) -> Any:
