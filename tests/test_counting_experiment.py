@@ -376,7 +376,7 @@ def _counting_records(folder: Path, answers: list[tuple[str, int, int]]) -> None
     (folder / "generated_responses.json").write_text(json.dumps(records))
 
 
-def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_path):
+def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_path, monkeypatch):
     """The counting table's controls (issue 31): each trained row against its twin trained and
     evaluated on blank images (the seeds-and-items bootstrap, paired on items), the blind prior
     fitted on the training split per question kind, and every p Holm-adjusted over the table."""
@@ -424,7 +424,14 @@ def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_pa
     got = [v for c in p_columns for v in frame[f"holm {c}"].tolist()]
     for want, value in zip(adjusted, got, strict=True):
         assert (want is None and (value is None or value != value)) or value == pytest.approx(want)
+    from vqa_r1.report import seed_plots
+
+    floors = []  # the seeded bar plot marks each set's blind prior
+    real = seed_plots.plot_seeded_bars
+    monkeypatch.setattr(seed_plots, "plot_seeded_bars",
+                        lambda *a, **kw: floors.append(kw["floor"]) or real(*a, **kw))  # fmt: skip
     written = build_report(tmp_path)["written"]
+    assert floors == [column]
     text = (tmp_path / "tables/accuracy.md").read_text()
     assert "| p vs blind twin | holm p vs blind twin |" in text
     assert f"Holm-adjusted over the {sum(v is not None for v in present)} p-values" in text

@@ -370,7 +370,13 @@ def above_floor_columns(
 
 
 # the floors above_floor_columns writes (majority_columns, guess_columns): the bar plots mark them
-FLOOR_COLUMNS = ("most frequent answer", "random guess")
+FLOOR_COLUMNS = ("blind prior (train, per question kind)", "most frequent answer", "random guess")
+
+
+def floor_column(data: Any) -> str | None:
+    """The floor a bar plot marks: the first of FLOOR_COLUMNS (the strongest first) with a value
+    (a prior whose file is missing leaves its column empty: the next one is drawn)."""
+    return next((c for c in FLOOR_COLUMNS if c in data.columns and data[c].notna().any()), None)
 
 
 def majority_columns(rows: list[dict]) -> dict[str, list[float | None]]:
@@ -842,7 +848,7 @@ def draw(frame: Any, plot: dict, out: Path, title: str) -> Path:
         title=title,
         reference=reference,
         reference_label=label,
-        floor=next((c for c in FLOOR_COLUMNS if c in data.columns), None),
+        floor=floor_column(data),
     )
 
 
@@ -868,5 +874,6 @@ def draw_seeded(
         facet = plot["facet"]
         labels = [f"{a} / {b}" for a, b in zip(data[facet], data[group], strict=True)]
         data, group, xlabel = data.assign(condition=labels), "condition", f"{facet} / {group}"
+    floor = floor_column(data)
     return plot_seeded_bars(data, png, seeds, label=group, hue=hue, title=title, xlabel=xlabel,
-                            reference=reference, reference_label=label)  # fmt: skip
+                            reference=reference, reference_label=label, floor=floor)  # fmt: skip

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from vqa_r1.report.plots import (
     _decorate,
+    _floor_marks,
     _legend,
     _message_png,
     _new_figure,
@@ -58,10 +59,12 @@ def plot_seeded_bars(
     xlabel: str | None = None,
     reference: float | None = 0.5,
     reference_label: str = "chance",
+    floor: str | None = None,
 ) -> Path:
     """Bars of the mean accuracy per ``label`` (grouped by ``hue``) with the row's interval
     and a dot per seed (the columns ``seeds``, e.g. ``seed 42``); the y axis is scaled to what
-    is drawn, so that differences of a point between seeds stay visible."""
+    is drawn, so that differences of a point between seeds stay visible. ``floor``: a column of
+    each row's floor (a blind prior), drawn as a dashed line across its group."""
     if df.empty:
         return _message_png(png, title or "Accuracy", "no rows to plot")
     data = _with_ci_columns(df)
@@ -72,6 +75,8 @@ def plot_seeded_bars(
     drawn = [*data["accuracy"].dropna(), *data["ci_low"].dropna(), *data["ci_high"].dropna()]
     drawn += [v for c in seeds for v in data[c].dropna()] if seeds else []
     drawn += [reference] if reference is not None else []
+    if floor and floor in data.columns:
+        drawn += [v for v in (_number(x) for x in data[floor]) if v is not None]
     low, high = _scaled_limits(drawn) if drawn else (0.0, 1.05)
     with _pinned_style():
         # the legend sits outside, right: the axes keep about 1.2 inch per label
@@ -94,6 +99,8 @@ def plot_seeded_bars(
                                 label=None if interval else INTERVAL)  # fmt: skip
                     interval = True
                 dotted = _dots(ax, x, row, seeds, width * 0.18, dotted)
+        if floor and floor in data.columns:
+            _floor_marks(ax, data, labels, floor)
         ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 4 else 0,
                       ha="right" if len(labels) > 4 else "center")  # fmt: skip
         ax.set_ylim(low, high)
