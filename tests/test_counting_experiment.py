@@ -380,6 +380,8 @@ def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_pa
     """The counting table's controls (issue 31): each trained row against its twin trained and
     evaluated on blank images (the seeds-and-items bootstrap, paired on items), the blind prior
     fitted on the training split per question kind, and every p Holm-adjusted over the table."""
+    import pandas as pd
+
     from vqa_r1.metrics import holm
 
     b = build_study("counting", "qwen2.5-vl-3b", ["experiment.seeds=2"], str(tmp_path / "p"), DRY)
@@ -432,6 +434,11 @@ def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_pa
                         lambda *a, **kw: floors.append(kw["floor"]) or real(*a, **kw))  # fmt: skip
     written = build_report(tmp_path)["written"]
     assert floors == [column]
+    kinds = pd.read_csv(tmp_path / "tables/accuracy_per_kind.csv")  # per question kind and seed
+    sft_all = kinds[(kinds["method"] == "sft") & (kinds["evaluated on"] == "A")
+                    & (kinds["question kind"] == "all")]  # fmt: skip
+    assert list(sft_all["seed"].astype(str)) == ["42", "43"] and list(sft_all["n"]) == [20, 20]
+    assert list(sft_all["accuracy"]) == [1.0, 1.0] and list(sft_all["blind prior"]) == [0.5, 0.5]
     text = (tmp_path / "tables/accuracy.md").read_text()
     assert "| p vs blind twin | holm p vs blind twin |" in text
     assert f"Holm-adjusted over the {sum(v is not None for v in present)} p-values" in text

@@ -184,6 +184,7 @@ def design(b: Study) -> None:
             f"{names}; sft is chain-of-thought SFT",
             "rows": rows,
             "per_count": True,
+            "per_kind": True,
             "tests": tests,
             "plots": [
                 {

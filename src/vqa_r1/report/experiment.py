@@ -668,6 +668,49 @@ def per_relation_table(
     return counts_as_integers(pd.DataFrame(out))
 
 
+def per_kind_table(root: Path, table: dict) -> Any:
+    """Counting: each row's accuracy per question kind (all objects, a shape, a colour; one line
+    per seed), beside the blind prior's accuracy on the same items (``prior`` test's file): where
+    a row beats answering by the question alone and where it does not."""
+    import pandas as pd
+
+    from vqa_r1.answers import extract_answer, label_of
+    from vqa_r1.data.counting import question_kind
+    from vqa_r1.metrics import wilson_interval
+
+    test = next((t for t in table.get("tests", []) if t.get("kind") == "prior"), None)
+    try:
+        prior = json.loads((root / test["file"]).read_text())["by question kind"] if test else {}
+    except (OSError, ValueError, KeyError):
+        prior = {}
+    out = []
+    for spec in table["rows"]:
+        evaluations = (
+            [("-", spec.get("scores", f"{spec['step']}/scores.json"))]
+            if "step" in spec
+            else [
+                (str(e["seed"]), e.get("scores", f"{e['step']}/scores.json")) for e in spec["seeds"]
+            ]
+        )
+        for seed, scores in evaluations:
+            records = _responses(root / scores)
+            if not records:
+                continue
+            kinds: dict[str, list[tuple[bool, bool]]] = {}
+            for r in records:
+                truth = label_of(r["true_response"], "robust")
+                answer = extract_answer(r["predicted_response"], "robust")
+                kind = question_kind(r["question"])
+                kinds.setdefault(kind, []).append((answer == truth, prior.get(kind) == truth))
+            for kind, items in sorted(kinds.items()):
+                n, right = len(items), sum(a for a, _ in items)
+                low, high = wilson_interval(right, n)
+                out.append({**spec["labels"], "seed": seed, "question kind": kind, "n": n,
+                            "accuracy": right / n, "ci_low": low, "ci_high": high,
+                            "blind prior": sum(b for _, b in items) / n if prior else None})  # fmt: skip
+    return counts_as_integers(pd.DataFrame(out))
+
+
 def count_of(relation: str) -> int | None:
     """The true count of a counting row's relation ("count 7" -> 7), else None."""
     match = re.fullmatch(r"count (\d+)", str(relation))
@@ -763,6 +806,11 @@ def build_report(root: str | Path) -> dict:
             if len(counts):
                 caption = "Per true count: " + table.get("title", "")
                 paths += write(counts, f"{table['name']}_per_count", caption)
+        if table.get("per_kind"):  # counting: accuracy per question kind, beside the prior
+            kinds = per_kind_table(root, table)
+            if len(kinds):
+                caption = "Per question kind, each seed, with the blind prior on the same items: "
+                paths += write(kinds, f"{table['name']}_per_kind", caption + table.get("title", ""))
         if table.get("per_words"):  # cryptograms: accuracy by the number of words
             words = per_relation_table(root, table, by_words=True)
             if len(words):
