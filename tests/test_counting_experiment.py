@@ -15,7 +15,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.experiments import build_study
 from vqa_r1.experiments.spec import load_spec
 from vqa_r1.launch.request import JobOptions
-from vqa_r1.metrics import one_sided_binomial_p, two_proportion_p, two_sided
+from vqa_r1.metrics import mcnemar_exact, one_sided_binomial_p, two_proportion_p, two_sided
 from vqa_r1.report import experiment as experiment_report
 from vqa_r1.report.experiment import build_report, build_table, per_relation_table
 
@@ -233,7 +233,10 @@ def test_tables_hold_accuracy_tests_and_accuracy_by_true_count(tmp_path, monkeyp
     frame, _ = build_table(tmp_path, table)
     rows = {(r["method"], r["evaluated on"]): r for r in frame.to_dict("records")}
     claim = "p vs method=sft (same evaluated on)"
-    assert rows["grpo", "B"][claim] == pytest.approx(two_sided(two_proportion_p(18, 100, 6, 100)))
+    # the same items in the same order (grpo and sft on B): McNemar on the discordant items,
+    # 12 right for grpo only and none for sft only
+    assert rows["grpo", "B"][claim] == pytest.approx(mcnemar_exact(12, 0))
+    # other items (base's counts differ from sft's on A): unpaired, the two-proportion test
     assert rows["sft", "A"]["p vs method=base (same evaluated on)"] == pytest.approx(
         two_sided(two_proportion_p(70, 100, 15, 100))
     )

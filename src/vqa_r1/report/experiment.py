@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.errors import UserError
-from vqa_r1.metrics import holm, one_sided_binomial_p, trend_test, two_proportion_p, two_sided
+from vqa_r1.metrics import (
+    holm,
+    mcnemar_exact,
+    one_sided_binomial_p,
+    trend_test,
+    two_proportion_p,
+    two_sided,
+)
 from vqa_r1.report.plots import (
     plot_accuracy_bars,
     plot_accuracy_trend,
@@ -273,7 +280,8 @@ def versus_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]
 
     The reference is the row matching ``reference`` that shares the row's ``within`` and
     ``match`` labels (e.g. the same method's unbiased run, evaluated on the same domain). Two
-    single runs: the two-proportion test, as before seeds existed. When either row was trained
+    single runs: McNemar's exact test on the items both answered (``_single_versus``; the
+    two-proportion test where the items cannot be paired). When either row was trained
     with several seeds: the difference of mean accuracies, its 95 % interval and p by the
     bootstrap over seeds and items (report/seeds.py), in the columns ``diff vs REF``,
     ``diff low vs REF`` and ``diff high vs REF`` before ``p vs REF``.
@@ -297,14 +305,39 @@ def versus_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]
             if row.get("_seeded") or reference.get("_seeded"):
                 result = _seeded_versus(row, reference)
             elif _has_counts(row) and _has_counts(reference):
-                one = two_proportion_p(
-                    row["correct"], row["n"], reference["correct"], reference["n"]
-                )
-                result = {"p": two_sided(one)}
+                result = _single_versus(row, reference)
         values.append(None if result is None else result["p"])
         for column, key in zip(diff, ("difference", "ci_low", "ci_high"), strict=True):
             diff[column].append(None if result is None else result.get(key))
     return {**diff, name: values} if seeded else {name: values}
+
+
+def _single_versus(row: dict, reference: dict) -> dict:
+    """Two single runs: McNemar's exact test on the items both answered, paired (every
+    evaluation of a split reads it in order, so the same item is the same index); where the
+    items cannot be paired (no responses, other sets), the two-proportion test."""
+    difference = row["correct"] / row["n"] - reference["correct"] / reference["n"]
+    a = row["_runs"]() if row.get("_runs") else None
+    b = reference["_runs"]() if reference.get("_runs") else None
+    if a is not None and b is not None and a.shape == b.shape and _same_items(row, reference):
+        only_row = int(((a[0] == 1) & (b[0] == 0)).sum())
+        only_reference = int(((a[0] == 0) & (b[0] == 1)).sum())
+        return {"difference": difference, "p": mcnemar_exact(only_row, only_reference)}
+    one = two_proportion_p(row["correct"], row["n"], reference["correct"], reference["n"])
+    return {"difference": difference, "p": two_sided(one)}
+
+
+def _same_items(row: dict, reference: dict) -> bool:
+    """Whether two evaluations answered the same items in the same order (their references, item
+    by item), so that a paired test may pair them."""
+    mine = row["_responses"]() if row.get("_responses") else None
+    theirs = reference["_responses"]() if reference.get("_responses") else None
+    if not mine or not theirs or len(mine) != len(theirs):
+        return False
+    return all(
+        (x.get("true_response"), x.get("question")) == (y.get("true_response"), y.get("question"))
+        for x, y in zip(mine, theirs, strict=True)
+    )
 
 
 def _seeded_versus(row: dict, reference: dict) -> dict | None:
@@ -448,9 +481,7 @@ def blind_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]]
             if row.get("_seeded") or twin.get("_seeded"):
                 result = _seeded_versus(row, twin)
             elif _has_counts(row) and _has_counts(twin):
-                diff = row["correct"] / row["n"] - twin["correct"] / twin["n"]
-                one = two_proportion_p(row["correct"], row["n"], twin["correct"], twin["n"])
-                result = {"difference": diff, "p": two_sided(one)}
+                result = _single_versus(row, twin)
         for column, key in zip(columns, ("difference", "ci_low", "ci_high", "p"), strict=True):
             columns[column].append(None if result is None else result.get(key))
     return columns
@@ -698,6 +729,8 @@ def per_kind_table(root: Path, table: dict) -> Any:
                 continue
             kinds: dict[str, list[tuple[bool, bool]]] = {}
             for r in records:
+                if "question" not in r:  # responses of an older evaluation: no kind to read
+                    continue
                 truth = label_of(r["true_response"], "robust")
                 answer = extract_answer(r["predicted_response"], "robust")
                 kind = question_kind(r["question"])
@@ -779,13 +812,15 @@ def build_report(root: str | Path) -> dict:
                 f". Trained rows: mean over {len(seed_columns(frame))} seeds (sd, min, max and "
                 "each seed's accuracy beside it); their ci and diff: 95 % bootstrap over seeds and "
                 f"items, p two-sided (one-sided vs chance; {REPLICATES:,} replicates: p is at "
-                f"least {1 / (REPLICATES + 1):.1e}); single runs: Wilson, exact tests"
+                f"least {1 / (REPLICATES + 1):.1e}); single runs: Wilson, exact tests (McNemar between "
+                "rows)"
             )
         if not seed_columns(frame) and _trains(table):
             title += (
                 ". Single runs: one training run per trained row, so its p-values count test "
                 "items, not training runs (a rerun with another seed may differ as much); "
-                "experiment.seeds=3 for a reading"
+                "experiment.seeds=3 for a reading. p against another row: McNemar's exact test "
+                "on the items both answered"
             )
         family = _family_size(frame, tests)
         if family:
