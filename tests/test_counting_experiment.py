@@ -316,11 +316,13 @@ def test_reduced_counting_run_lands_as_tables(tmp_path):
     assert "p vs method=base (same evaluated on)" in table
     assert "p vs method=sft (same evaluated on)" in table  # R1-V's claim, on B
     assert "p vs most frequent answer (one-sided)" in table  # read from the real responses
-    csv = (root / "tables/accuracy.csv").read_text().splitlines()
-    claim = csv[0].split(",").index("p vs method=sft (same evaluated on)")
-    grpo_b = next(line.split(",") for line in csv if line.startswith("grpo,B,"))
-    assert 0.0 <= float(grpo_b[claim]) <= 1.0
-    share = float(grpo_b[csv[0].split(",").index("most frequent answer")])
+    import csv
+
+    with (root / "tables/accuracy.csv").open() as handle:  # column names hold commas
+        rows = list(csv.DictReader(handle))
+    grpo_b = next(r for r in rows if (r["method"], r["evaluated on"]) == ("grpo", "B"))
+    assert 0.0 <= float(grpo_b["p vs method=sft (same evaluated on)"]) <= 1.0
+    share = float(grpo_b["most frequent answer"])
     assert 1 / 8 <= share <= 1.0  # 8 test_b scenes: at least one answer repeats or is alone
     counts = (root / "tables/accuracy_per_count.md").read_text()
     assert "| method | evaluated on | count | n |" in counts

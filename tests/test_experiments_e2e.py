@@ -157,6 +157,7 @@ def test_prompt_tuning_compares_each_mode_with_the_base_model(tmp_path):
     assert "p vs model=base (same mode)" in table
     # the spec's neutral instruction reaches every prompt-tuning run and its base, and the table
     # says whether each row writes the reasoning format
-    assert "Answer with True or False." in (root / "eval/base-reasoning/config.yaml").read_text()
-    assert "Answer with True or False." in (root / "runs/prompt-reasoning/config.yaml").read_text()
+    for step in ("eval/base-reasoning", "runs/prompt-reasoning"):  # each folder's claim
+        recorded = json.loads((root / step / ".vqa_r1-run.json").read_text())["settings"]
+        assert "Answer with True or False." in json.dumps(recorded), step
     assert "| format rate |" in table
