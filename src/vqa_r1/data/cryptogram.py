@@ -115,6 +115,9 @@ class CryptogramSpec:
         default_factory=lambda: {"train": 3000, "validation": 150, "test": 300}
     )
     seed: int = 0
+    # the test split's own seed (a fresh draw of it, recorded; the other splits keep ``seed``,
+    # train still avoids every test message); None: ``seed``
+    test_seed: int | None = None
     alphabet: str = "abcdefghijklmnopqrstuvwxyz"
     # how many words a message has; each count gets an equal share of every split (r1_vlm: 1-3)
     word_counts: tuple[int, ...] = (1, 2, 3)
@@ -381,7 +384,8 @@ def generate_split(
     ``spec.order`` says so, every other split shuffled."""
     excluded = excluded or set()
     words = word_list(spec)
-    rng = random.Random(f"cryptogram|{spec.seed}|{split}")
+    seed = spec.test_seed if spec.test_seed is not None and split.startswith("test") else spec.seed
+    rng = random.Random(f"cryptogram|{seed}|{split}")
     blocks = []
     shares = _shares(spec.splits[split], len(spec.word_counts))
     for word_count, n in zip(spec.word_counts, shares, strict=True):
@@ -483,6 +487,8 @@ def row(
 def spec_dict(spec: CryptogramSpec) -> dict:
     """The settings as stored with a dataset (and hashed into a cache key)."""
     out = asdict(spec)
+    if out["test_seed"] is None:  # the folders made before it existed keep their key
+        del out["test_seed"]
     out["word_counts"] = list(spec.word_counts)
     out["word_lengths"] = list(spec.word_lengths)
     return out

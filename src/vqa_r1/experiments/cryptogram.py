@@ -55,6 +55,7 @@ def cryptogram_spec(spec):
         return CryptogramSpec(
             splits=splits,
             seed=spec.cryptogram_seed,
+            test_seed=spec.cryptogram_test_seed,
             alphabet=spec.cryptogram_alphabet,
             word_counts=tuple(spec.cryptogram_word_counts),
             word_lengths=tuple(spec.cryptogram_word_lengths),
@@ -86,6 +87,7 @@ def cryptogram_data(b: Study) -> str:
         f"{'/'.join(map(str, s.cryptogram_word_counts))} words of "
         f"{'-'.join(map(str, s.cryptogram_word_lengths))} letters ({s.cryptogram_words}), "
         f"{s.cryptogram_image_size} px {s.cryptogram_layout}, seed {s.cryptogram_seed}"
+        f"{f', test seed {s.cryptogram_test_seed}' if s.cryptogram_test_seed is not None else ''}"
         f"{', worked steps' if s.cryptogram_worked_steps else ''}"
         f"{', letters in colours' if s.cryptogram_letter_colours else ''})"
     )

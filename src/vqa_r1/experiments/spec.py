@@ -147,6 +147,12 @@ class ExperimentSpec:
         200, help="cryptogram: held-out messages in the test split (every model)", minimum=1
     )
     cryptogram_seed: int = option(0, help="cryptogram: the dataset's seed", domain=SEED)
+    cryptogram_test_seed: int | None = option(
+        None,
+        help="cryptogram: the test split's own seed (a fresh draw of it, recorded; train still "
+        "avoids its messages); none: cryptogram_seed",
+        domain=SEED,
+    )
     cryptogram_order: Literal["curriculum", "shuffled"] = option(
         "curriculum",
         help="cryptogram: train rows ordered by word count (curriculum; the runs keep the order: "
