@@ -442,8 +442,23 @@ def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_pa
     kinds = pd.read_csv(tmp_path / "tables/accuracy_per_kind.csv")  # per question kind and seed
     sft_all = kinds[(kinds["method"] == "sft") & (kinds["evaluated on"] == "A")
                     & (kinds["question kind"] == "all")]  # fmt: skip
-    assert list(sft_all["seed"].astype(str)) == ["42", "43"] and list(sft_all["n"]) == [20, 20]
-    assert list(sft_all["accuracy"]) == [1.0, 1.0] and list(sft_all["blind prior"]) == [0.5, 0.5]
+    assert list(sft_all["seed"].astype(str)) == ["42", "43", "pooled"]
+    assert list(sft_all["n"]) == [20, 20, 20] and list(sft_all["accuracy"]) == [1.0] * 3
+    assert list(sft_all["blind prior"]) == [0.5] * 3
+    # the pooled line tests the seeds against the prior on the same items (bootstrap, Holm)
+    pooled = sft_all.iloc[-1]
+    assert pooled["diff vs blind prior"] == pytest.approx(0.5) and pooled["p vs blind prior"] < 0.01
+    colour = kinds[(kinds["method"] == "grpo") & (kinds["evaluated on"] == "A")
+                   & (kinds["seed"].astype(str) == "pooled")]  # fmt: skip
+    assert list(colour["question kind"]) == ["all", "color", "shape"]
+    assert list(colour["accuracy"]) == [1.0, 0.0, 0.0]  # the first 20 items: how many objects
+    assert colour["p vs blind prior"].iloc[2] < 0.01  # shape: 0 against the prior's 1.0
+    lines = kinds["p vs blind prior"].notna()
+    assert list(kinds.loc[lines, "holm p vs blind prior"]) == pytest.approx(
+        holm(list(kinds.loc[lines, "p vs blind prior"])), abs=2e-3
+    )  # the CSV's three decimals
+    assert lines.sum() == 18  # 3 seeded rows x 2 sets x 3 kinds
+    assert "holm p over the 18 pooled lines" in (tmp_path / "tables/accuracy_per_kind.md").read_text()
     text = (tmp_path / "tables/accuracy.md").read_text()
     assert "| p vs blind twin | holm p vs blind twin |" in text
     assert f"Holm-adjusted over the {sum(v is not None for v in present)} p-values" in text

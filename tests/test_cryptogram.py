@@ -49,6 +49,22 @@ def test_held_out_messages_never_in_train():
     assert not train & validation and not train & test and not validation & test
 
 
+def test_a_fresh_test_draw_changes_the_test_split_alone_and_keeps_old_cache_keys():
+    """Issue 31, item 4: `cryptogram_test_seed` draws the test split afresh (the reading looks at
+    it once); validation stays, train still holds no test message, and a spec without it keeps
+    the cache key of the folders made before it existed."""
+    from vqa_r1.data.cryptogram import cryptogram_target, spec_dict
+
+    old, fresh = CryptogramSpec(splits=SMALL, seed=0), CryptogramSpec(splits=SMALL, test_seed=1)
+    a, b = generate(old), generate(fresh)
+    same = lambda split: [(c.message, c.decoder) for c in split]  # noqa: E731
+    assert same(a["validation"]) == same(b["validation"])
+    assert same(a["test"]) != same(b["test"]) and len(b["test"]) == SMALL["test"]
+    assert not {c.message for c in b["train"]} & {c.message for c in b["test"]}
+    assert "test_seed" not in spec_dict(old) and spec_dict(fresh)["test_seed"] == 1
+    assert cryptogram_target(old) != cryptogram_target(fresh)
+
+
 def test_curriculum_and_equal_shares():
     ex = generate(CryptogramSpec(splits=SMALL, seed=0))
     counts = [c.word_count for c in ex["train"]]

@@ -378,6 +378,28 @@ def dvqa_release(tmp_path):
     return root
 
 
+def test_the_grid_stand_in_writes_nine_learnable_boxes_and_a_validation_split(tmp_path):
+    """Issue 31, item 6: the drivingvqa stand-in's grid layout puts each object in a cell of a
+    3 x 3 grid (nine boxes a tiny model can learn to write, `free` places them anywhere), and
+    its validation split is read like the release's train and test."""
+    from vqa_r1.data.drivingvqa_standin import write_standin
+
+    write_standin(tmp_path / "grid", train=30, test=10, validation=12, layout="grid")
+    ds = {split: load_split(tmp_path / "grid", split) for split in ("train", "validation", "test")}
+    assert {split: len(rows) for split, rows in ds.items()} == {
+        "train": 30, "validation": 12, "test": 10
+    }  # fmt: skip
+    boxes = {tuple(b) for rows in ds.values() for r in rows for b in r["gt_boxes"]}
+    assert len(boxes) <= 9 and all(x1 - x0 == 29 for x0, _, x1, _ in boxes)  # 37-px cells
+    assert all(b in ds["train"][0]["reasoning"] for b in ("[", "]"))
+    write_standin(tmp_path / "free", train=30, test=10)
+    assert not (tmp_path / "free" / "validation.json").exists()
+    free = {tuple(b) for r in load_split(tmp_path / "free", "train") for b in r["gt_boxes"]}
+    assert len(free) > 30
+    with pytest.raises(ValueError, match="layout must be one of free, grid"):
+        write_standin(tmp_path / "bad", layout="rows")
+
+
 def test_drivingvqa_rows_and_dropped_counts(dvqa_release, capsys):
     ds = load_split(dvqa_release, "train", max_pixels=4000)
     assert len(ds) == 3  # 1, 2 (two questions, kept as the authors keep them) and 5

@@ -44,6 +44,7 @@ def _chain(text: str) -> list[str]:
 def test_dry_run_on_the_study_cluster_prints_the_whole_chain(tmp_path, capsys):
     out = tmp_path / "exp"
     study = ["--model", "qwen2.5-vl-3b", "--cluster", "study-12h", "--dry-run"]
+    study += ["--set", "experiment.seeds=1"]  # one seed's chain (the spec runs 3)
     assert launch_main(["experiment", "cryptogram", *study, "--output-dir", str(out)]) == 0
     text = capsys.readouterr().out
     assert _chain(text) == STEPS
@@ -62,7 +63,7 @@ def test_dry_run_on_the_study_cluster_prints_the_whole_chain(tmp_path, capsys):
 def test_dry_run_on_the_tiny_model_prints_the_whole_chain(tmp_path, capsys):
     out = tmp_path / "exp"
     args = ["experiment", "cryptogram", "--model", TINY, "--dry-run", "--output-dir", str(out)]
-    assert launch_main(args) == 0
+    assert launch_main([*args, "--set", "experiment.seeds=1"]) == 0
     text = capsys.readouterr().out
     assert _chain(text) == STEPS
     assert "runs/grpo-gated (grpo) after runs/sft" in text
@@ -97,7 +98,8 @@ def test_the_plan_names_the_tiny_model_pretrained_for_the_study(tmp_path, capsys
 
 def _plan(tmp_path: Path, *overrides: str):
     job = JobOptions(executor="local", dry_run=True)
-    return build_study("cryptogram", TINY, list(overrides), str(tmp_path / "exp"), job)
+    one = ["experiment.seeds=1", *overrides]  # one seed's steps unless the test says otherwise
+    return build_study("cryptogram", TINY, one, str(tmp_path / "exp"), job)
 
 
 def test_plan_wires_rewards_order_data_and_tables(tmp_path):
@@ -151,7 +153,7 @@ def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
     to a tiny model after the spec's settings, never to a hub model; --set still wins."""
     job = JobOptions(executor="local", dry_run=True)
     for model, tiny in ((TINY, True), ("tiny-qwen2.5-vl-studies", True), ("qwen2.5-vl-3b", False)):
-        b = build_study("cryptogram", model, [], str(tmp_path / model), job)
+        b = build_study("cryptogram", model, ["experiment.seeds=1"], str(tmp_path / model), job)
         steps = {s.name: s.info["settings"] for s in b.steps if s.name != "tables"}
         sft, grpo, ev = steps["runs/sft"], steps["runs/grpo-gated"], steps["eval/sft"]
         assert sft["train.train_sampling_strategy"] == "sequential"  # settings: every model
@@ -161,7 +163,8 @@ def test_tiny_settings_reach_the_tiny_models_only(tmp_path):
         assert (grpo["train.temperature"] == 0.3) is tiny
         assert (grpo["train.learning_rate"] == 5e-5) is tiny
         assert (ev["eval.max_new_tokens"] == 160) is tiny
-    b = build_study("cryptogram", TINY, ["sft:train.max_steps=7"], str(tmp_path / "s"), job)
+    seven = ["sft:train.max_steps=7", "experiment.seeds=1"]
+    b = build_study("cryptogram", TINY, seven, str(tmp_path / "s"), job)
     assert next(s for s in b.steps if s.name == "runs/sft").info["settings"]["train.max_steps"] == 7
 
 
@@ -202,6 +205,8 @@ def test_bad_settings_are_refused_before_anything_is_queued(tmp_path, overrides,
 def test_spec_loads_with_its_sizes():
     spec = load_spec("cryptogram")
     assert spec.cryptogram_alphabet == "abcde" and spec.cryptogram_word_counts == [1, 2]
+    # issue 31: a reading on 3 seeds, 200 validation messages, the test split drawn afresh
+    assert (spec.seeds, spec.cryptogram_validation, spec.cryptogram_test_seed) == (3, 200, 1)
     assert spec.cryptogram_layout == "table" and spec.cryptogram_image_size == 112
     assert spec.cryptogram_letter_colours and spec.cryptogram_worked_steps
     assert spec.cryptogram_order == "curriculum" and spec.settings.grpo == [
@@ -291,6 +296,7 @@ def test_a_reduced_run_lands_its_tables_and_reward_curves(tmp_path):
         "--set", "experiment.cryptogram_validation=2",
         "--set", "experiment.cryptogram_test=8",
         "--set", "experiment.cryptogram_image_size=64",
+        "--set", "experiment.seeds=1",
         "--set", "sft:train.max_steps=2",
         "--set", "grpo:train.max_steps=2",
         "--set", "grpo:train.per_device_train_batch_size=8",

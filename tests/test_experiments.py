@@ -22,12 +22,12 @@ from vqa_r1.report.experiment import build_report, build_table
 STUDY = ["--model", "qwen2.5-vl-3b", "--cluster", "study-12h", "--dry-run"]
 EXPECTED_STEPS = {
     "demo": 8,  # sft, grpo, sft-then-grpo, 4 evaluations (base and each), tables
-    "text-bias": 18,  # base + 4 levels x 2 methods x (train, evaluate) + tables
-    "sim2real": 15,  # base on 2 domains + 2 methods x 2 domains x (train + 2 evaluations) + tables
-    "drivingvqa": 7,  # base, sft, its evaluation, merge, grpo, its evaluation, tables
+    "text-bias": 50,  # base + 4 levels x 2 methods x 3 seeds x (train, evaluate) + tables
+    "sim2real": 39,  # base on 2 domains + 2 methods x 2 domains x 3 seeds x (train + 2 evals) + tables
+    "drivingvqa": 17,  # base + 3 seeds x (sft, its evaluation, merge, grpo, its evaluation) + tables
     "prompt-tuning": 9,  # base and 3 prompt-tuned seeds in each of 2 modes, tables
     "counting": 30,  # 3 seeds x (sft, grpo, sft blind) + base and 9 runs x 2 sets (A, B) + tables
-    "cryptogram": 8,  # sft, grpo gated and ungated, 4 evaluations (base and each), tables
+    "cryptogram": 20,  # 3 seeds x (sft, grpo gated and ungated, their 3 evaluations), base, tables
 }
 
 
@@ -113,7 +113,8 @@ def test_dry_run_on_the_study_cluster_prints_the_whole_chain(name, tmp_path, cap
 
 def test_text_bias_plan_wires_levels_methods_and_data(tmp_path):
     job = JobOptions(executor="slurm", cluster="study-12h", dry_run=True)
-    b = build_study("text-bias", "qwen2.5-vl-3b", ["experiment.methods=sft"], str(tmp_path), job)
+    one = ["experiment.methods=sft", "experiment.seeds=1"]  # the wiring of one seed's steps
+    b = build_study("text-bias", "qwen2.5-vl-3b", one, str(tmp_path), job)
     names = [s.name for s in b.steps]
     assert names[:3] == ["eval/base", "runs/sft-none", "eval/sft-none"]
     by_name = {s.name: s for s in b.steps}
@@ -305,6 +306,7 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
     job = JobOptions(executor="local")
     real = _spatialsense(tmp_path / "SpatialSense", ("train", "valid", "test"))
     overrides = [*SMALL_DATA, f"experiment.real_dataset={real}", "experiment.methods=sft"]
+    overrides += ["experiment.seeds=1"]
     b = build_study("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp"), job)
     step = next(s for s in b.steps if s.run_dir == tmp_path / "exp" / "runs" / "sft-real")
     assert not step.run_dir.exists()  # written at submission, once every check has passed
@@ -314,7 +316,7 @@ def test_sim2real_on_a_real_release_folder_is_checked_before_anything_is_queued(
     assert any("eval/sft-sim-on-real" == s.name for s in b.steps)
 
     broken = _spatialsense(tmp_path / "NoTest", ("train", "valid"))  # the test split is missing
-    overrides[-2] = f"experiment.real_dataset={broken}"
+    overrides[-3] = f"experiment.real_dataset={broken}"
     with pytest.raises(UserError, match="no split 'test'"):
         build_study("sim2real", "tiny-qwen2.5-vl", overrides, str(tmp_path / "exp2"), job)
     assert not (tmp_path / "exp2" / "experiment.json").exists()
@@ -435,7 +437,7 @@ def test_a_relaunch_with_other_settings_is_refused_for_every_verb(tmp_path, caps
 def test_a_dry_run_of_an_unchanged_relaunch_on_synthetic_data_is_not_refused(tmp_path, capsys):
     """The dry run names the synthetic folders a launch uses, so its configs match the launch's
     (it named a placeholder and was refused: 'started with other settings (data.dataset)')."""
-    overrides = [*SMALL_DATA, "experiment.methods=sft"]
+    overrides = [*SMALL_DATA, "experiment.methods=sft", "experiment.seeds=1"]
     root = tmp_path / "sim"
     launched = build_study(
         "sim2real", "tiny-qwen2.5-vl", overrides, str(root), JobOptions(executor="local")
@@ -511,7 +513,7 @@ def test_the_studys_experiments_train_hub_models_with_the_studys_grpo(tmp_path, 
     out = tmp_path / "tb"
     assert launch_main(["experiment", "text-bias", *STUDY, "--output-dir", str(out)]) == 0
     text = capsys.readouterr().out
-    grpo = text.split("# ---- step runs/grpo-none ----")[1].split("# ---- step ")[0]
+    grpo = text.split("# ---- step runs/grpo-none/seed-42 ----")[1].split("# ---- step ")[0]
     assert "# vqa-r1 grpo --model qwen2.5-vl-3b --recipe study" in grpo
     assert "num_generations: 4," in grpo and "gradient_accumulation_steps: 1," in grpo
     assert "per GPU 15.3 GiB of 80 GiB" in grpo  # the plan of the study's recipe
@@ -520,7 +522,7 @@ def test_the_studys_experiments_train_hub_models_with_the_studys_grpo(tmp_path, 
     settings = next(s for s in demo.steps if s.name == "runs/grpo").info["settings"]
     assert settings["train.num_generations"] == 8  # the demo keeps the GPU defaults
     tiny = build_study("text-bias", "tiny-qwen2.5-vl-pretrained", [], str(tmp_path / "t"), job)
-    settings = next(s for s in tiny.steps if s.name == "runs/grpo-none").info["settings"]
+    settings = next(s for s in tiny.steps if s.name == "runs/grpo-none/seed-42").info["settings"]
     cpu = load_config("grpo", "tiny-qwen2.5-vl-pretrained").train
     assert settings["train.per_device_train_batch_size"] == cpu.per_device_train_batch_size
     with pytest.raises(UserError, match="experiment.hub_recipe: 'nope' is not a shipped overlay"):

@@ -19,7 +19,7 @@ from vqa_r1.experiments.spec import load_spec
 from vqa_r1.launch.request import JobOptions
 from vqa_r1.metrics import classification_scores
 from vqa_r1.report.experiment import build_report, build_table
-from vqa_r1.report.seeds import bootstrap_above, bootstrap_difference, summary
+from vqa_r1.report.seeds import bootstrap_above, bootstrap_difference, bootstrap_trend, summary
 
 DEMO = "tiny-qwen2.5-vl-pretrained"
 
@@ -163,6 +163,43 @@ def test_bootstrap_is_deterministic_and_never_says_p_zero():
     assert bootstrap_above(runs, 0.5, replicates=200) == pytest.approx(1 / 201)
     with pytest.raises(ValueError, match="same items"):
         bootstrap_difference(np.ones((2, 5)), np.ones((1, 6)))
+
+
+def test_a_seeded_trend_is_a_slope_tested_over_seeds_and_items():
+    """Issue 31: the text-bias trend on seeded rows (Cochran-Armitage counts one run's items):
+    a real fall is found with its slope, flat levels are not, and one collapsed seed at one level
+    (a training draw, not a trend) widens the interval instead of making a trend."""
+    from vqa_r1.report.experiment import trend_rows
+
+    rng = np.random.default_rng(0)
+    xs = [0.5, 0.7, 0.9]
+    falling = [(rng.random((3, 300)) < 0.95 - 0.5 * (x - 0.5)).astype(float) for x in xs]
+    found = bootstrap_trend(falling, xs, replicates=2000)
+    assert found["slope"] == pytest.approx(-0.5, abs=0.12) and found["ci_high"] < 0
+    assert found["p"] < 0.01
+    flat = [(rng.random((3, 300)) < 0.8).astype(float) for _ in xs]
+    assert bootstrap_trend(flat, xs, replicates=2000)["p"] > 0.05
+    collapsed = [
+        np.ones((3, 300)),
+        np.ones((3, 300)),
+        np.vstack([np.ones((2, 300)), np.zeros((1, 300))]),
+    ]
+    one = bootstrap_trend(collapsed, xs, replicates=2000)
+    assert one["slope"] == pytest.approx(-(1 / 3) * 0.2 / 0.08)  # only the top level fell
+    assert one["ci_low"] < one["slope"] < one["ci_high"] and one["ci_high"] >= 0 and one["p"] > 0.05
+    with pytest.raises(ValueError, match="two levels"):
+        bootstrap_trend([np.ones((2, 4))], [0.5])
+    # the tests table: seeded rows get the slope and its p, one-run rows keep Cochran-Armitage
+    rows = [{"method": "grpo", "bias": x, "_seeded": True, "_runs": lambda r=r: r}
+            for x, r in zip(xs, falling, strict=True)]  # fmt: skip
+    rows += [
+        {"method": "sft", "bias": x, "correct": 90 - i * 10, "n": 100} for i, x in enumerate(xs)
+    ]
+    test = {"kind": "trend", "x": "bias", "within": "method"}
+    by_method = {r["method"]: r for r in trend_rows(rows, test)}
+    assert by_method["grpo"]["slope"] < 0 and by_method["grpo"]["z"] is None
+    assert "bootstrap over seeds and items" in by_method["grpo"]["test"]
+    assert by_method["sft"]["z"] < 0 and "Cochran-Armitage" in by_method["sft"]["test"]
 
 
 # ------------------------------------------------------------------------------- the table

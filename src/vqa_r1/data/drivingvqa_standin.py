@@ -11,6 +11,11 @@ converter (data/formats/drivingvqa.py) as the real set.
 Question: "Which objects are {relation} the {anchor}?"; options: the other objects; correct: those
 for which the relation holds by a clear margin (scenes with an object near the margin are drawn
 again, so no answer is ambiguous).
+
+Layouts: ``free`` places objects anywhere (boxes of any size and position: a tiny model's vision
+tower of a few patches cannot write them to IoU 0.5); ``grid`` puts each object in a cell of a 3 x 3
+grid, filling the cell but a fixed inset, so each box is one of nine a tiny model can learn to
+write (the task the drivingvqa experiment's grounding reading needs on CPU).
 """
 
 from __future__ import annotations
@@ -19,10 +24,37 @@ import json
 import random
 from pathlib import Path
 
-from vqa_r1.data.synthetic import RELATIONS, SceneConfig, _place_objects, draw
+from vqa_r1.data.synthetic import (
+    COLORS,
+    RELATIONS,
+    SHAPES,
+    SceneConfig,
+    SceneObject,
+    _place_objects,
+    draw,
+)
 from vqa_r1.io import atomic_dir
 
 LETTERS = "ABCDE"
+GRID = 3  # cells per side of the grid layout
+LAYOUTS = ("free", "grid")
+
+
+def _grid_objects(rng: random.Random, cfg: SceneConfig) -> list[SceneObject]:
+    """Objects of distinct colours in distinct cells of a GRID x GRID grid, each filling its
+    cell less an inset of an eighth of the cell (at 112 px: 37-px cells, 29-px boxes)."""
+    count = rng.randint(cfg.min_objects, cfg.max_objects)
+    cell = cfg.image_size // GRID
+    inset = max(1, cell // 8)
+    objects = []
+    cells = rng.sample(range(GRID * GRID), count)
+    for colour, index in zip(rng.sample(list(COLORS), count), cells, strict=True):
+        row, col = divmod(index, GRID)
+        x0, y0 = col * cell + inset, row * cell + inset
+        shape = rng.choice(SHAPES)
+        box = (x0, y0, x0 + cell - 2 * inset, y0 + cell - 2 * inset)
+        objects.append(SceneObject(f"{colour} {shape}", colour, shape, box))
+    return objects
 
 
 def _coco(box: tuple[int, int, int, int]) -> list[int]:
@@ -30,10 +62,12 @@ def _coco(box: tuple[int, int, int, int]) -> list[int]:
     return [x0, y0, x1 - x0, y1 - y0]
 
 
-def _sample(rng: random.Random, cfg: SceneConfig, index: int) -> tuple[dict, object]:
+def _sample(
+    rng: random.Random, cfg: SceneConfig, index: int, layout: str = "free"
+) -> tuple[dict, object]:
     margin = cfg.margin * cfg.image_size
     while True:
-        objects = _place_objects(rng, cfg)
+        objects = _grid_objects(rng, cfg) if layout == "grid" else _place_objects(rng, cfg)
         if len(objects) < 3:
             continue
         anchor = rng.choice(objects)
@@ -77,10 +111,14 @@ def write_standin(
     out: str | Path,
     train: int = 1000,
     test: int = 200,
+    validation: int = 0,
     seed: int = 0,
     cfg: SceneConfig | None = None,
+    layout: str = "free",
 ) -> Path:
     """Write the stand-in release folder (deterministic from ``seed``); returns ``out``."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
     cfg = cfg or SceneConfig(
         min_objects=3, max_objects=4, background_style="ramp", distinct_colors=True
     )
@@ -88,17 +126,22 @@ def write_standin(
     with atomic_dir(out, keep_existing=True) as tmp:  # a cache: the same whoever writes it
         (tmp / "images").mkdir(parents=True)
         index = 0
-        for split_index, (split, n) in enumerate({"train": train, "test": test}.items()):
+        # validation last: the train and test scenes of a folder without one stay as they were
+        splits = {"train": train, "test": test, "validation": validation}
+        for split_index, (split, n) in enumerate(splits.items()):
+            if split == "validation" and not n:
+                continue
             rng = random.Random(seed * 1000 + split_index + 5_000_000)
             samples = {}
             for _ in range(n):
-                sample, image = _sample(rng, cfg, index)
+                sample, image = _sample(rng, cfg, index, layout)
                 image.save(tmp / "images" / sample["img_filename"], compress_level=1)
                 samples[str(index)] = sample
                 index += 1
             (tmp / f"{split}.json").write_text(json.dumps(samples, indent=1))
         (tmp / "README.md").write_text(
             "A DrivingVQA-format stand-in drawn from synthetic scenes "
-            f"(vqa_r1.data.drivingvqa_standin, seed {seed}); not the real dataset.\n"
+            f"(vqa_r1.data.drivingvqa_standin, seed {seed}, layout {layout}); not the real "
+            "dataset.\n"
         )
     return out

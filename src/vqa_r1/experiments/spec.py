@@ -76,6 +76,12 @@ class ExperimentSpec:
     grpo_reward_weights: list[float] | None = option(
         None, help="drivingvqa: one weight per GRPO reward; none: all 1", domain=ANY
     )
+    drivingvqa_standin: Literal["free", "grid"] = option(
+        "grid",
+        help="drivingvqa: the synthetic stand-in's layout (dataset: synthetic): grid (each "
+        "object in a cell of a 3 x 3 grid: nine boxes a tiny model can learn to write) or free "
+        "(anywhere, any size)",
+    )
     prompt_modes: list[str] = option(
         default_factory=lambda: ["answer", "reasoning"], help="prompt-tuning: modes compared"
     )

@@ -92,16 +92,22 @@ class Study:
             return str(Path(self.spec.dataset).resolve())
         from vqa_r1.paths import cache_root
 
-        folder = cache_root() / "data" / "drivingvqa-standin-v1-seed0"
+        layout = self.spec.drivingvqa_standin
+        name = (
+            "drivingvqa-standin-v1-seed0"
+            if layout == "free"
+            else f"drivingvqa-standin-{layout}-seed0"
+        )
+        folder = cache_root() / "data" / name
 
         def make() -> Path:
             from vqa_r1.data.drivingvqa_standin import write_standin
 
             if not folder.exists():
-                write_standin(folder)
+                write_standin(folder, layout=layout, validation=0 if layout == "free" else 200)
             return folder
 
-        what = "DrivingVQA-format stand-in from synthetic scenes"
+        what = f"DrivingVQA-format stand-in from synthetic scenes ({layout} layout)"
         return self.cached_dataset(what, lambda: folder, make, lambda: folder.exists())
 
     def synthetic(self, data_config: Any, what: str) -> str:

@@ -574,29 +574,58 @@ def trend_rows(rows: list[dict], test: dict) -> list[dict]:
     skip = set(test.get("skip", []))
     values = sorted({str(r.get(group)) for r in rows} - skip) if group else [""]
     for value in values:
-        part = [
+        within = [
             r
             for r in rows
             if (not group or str(r.get(group)) == value)
-            and _has_counts(r)
             and isinstance(r.get(test["x"]), int | float)
         ]
-        entry = {
-            "test": f"trend of accuracy over {test['x']} (Cochran-Armitage)",
-            "levels": len(part),
-        }
-        if group:
-            entry = {group: value, **entry}
-        if len(part) < 2:
-            out.append({**entry, "z": None, "p": None})
-            continue
-        result = trend_test(
-            [float(r[test["x"]]) for r in part],
-            [r["correct"] for r in part],
-            [r["n"] for r in part],
-        )
-        out.append({**entry, "z": result["z"], "p": result["p"]})
+        seeded = [r for r in within if r.get("_seeded")]
+        if seeded:  # several runs per level: the slope by the bootstrap over seeds and items
+            entry = _seeded_trend(seeded, test["x"])
+        else:
+            part = [r for r in within if _has_counts(r)]
+            entry = {
+                "test": f"trend of accuracy over {test['x']} (Cochran-Armitage)",
+                "levels": len(part),
+                "z": None,
+                "p": None,
+            }
+            if len(part) >= 2:
+                result = trend_test(
+                    [float(r[test["x"]]) for r in part],
+                    [r["correct"] for r in part],
+                    [r["n"] for r in part],
+                )
+                entry.update(z=result["z"], p=result["p"])
+        out.append({group: value, **entry} if group else entry)
     return out
+
+
+def _seeded_trend(rows: list[dict], x: str) -> dict:
+    """The trend over ``x`` of seeded rows: the slope of their mean accuracies with its 95 %
+    interval and p by the bootstrap over seeds and items (report/seeds.bootstrap_trend)."""
+    from vqa_r1.report.seeds import bootstrap_trend
+
+    levels = [(float(r[x]), r["_runs"]()) for r in rows if r.get("_runs")]
+    levels = [(level, runs) for level, runs in levels if runs is not None]
+    entry = {
+        "test": f"trend of accuracy over {x} (slope; bootstrap over seeds and items)",
+        "levels": len(levels),
+        "z": None,
+        "p": None,
+        "slope": None,
+        "slope low": None,
+        "slope high": None,
+    }
+    if len(levels) >= 2 and len({level for level, _ in levels}) >= 2:
+        result = bootstrap_trend([runs for _, runs in levels], [level for level, _ in levels])
+        entry.update(
+            p=result["p"],
+            slope=result["slope"],
+            **{"slope low": result["ci_low"], "slope high": result["ci_high"]},
+        )
+    return entry
 
 
 def build_table(root: Path, table: dict) -> tuple[Any, Any]:
@@ -723,6 +752,7 @@ def per_kind_table(root: Path, table: dict) -> Any:
                 (str(e["seed"]), e.get("scores", f"{e['step']}/scores.json")) for e in spec["seeds"]
             ]
         )
+        pooled: dict[str, list[list[tuple[bool, bool]]]] = {}  # kind -> one item list per seed
         for seed, scores in evaluations:
             records = _responses(root / scores)
             if not records:
@@ -741,7 +771,38 @@ def per_kind_table(root: Path, table: dict) -> Any:
                 out.append({**spec["labels"], "seed": seed, "question kind": kind, "n": n,
                             "accuracy": right / n, "ci_low": low, "ci_high": high,
                             "blind prior": sum(b for _, b in items) / n if prior else None})  # fmt: skip
-    return counts_as_integers(pd.DataFrame(out))
+                pooled.setdefault(kind, []).append(items)
+        if "seeds" in spec and prior:
+            out += _pooled_kinds(spec["labels"], pooled)
+    frame = pd.DataFrame(out)
+    if "p vs blind prior" in frame.columns:  # Holm over the pooled lines' tests
+        frame["holm p vs blind prior"] = holm(
+            [None if pd.isna(p) else float(p) for p in frame["p vs blind prior"]]
+        )
+    return counts_as_integers(frame)
+
+
+def _pooled_kinds(labels: dict, pooled: dict[str, list[list[tuple[bool, bool]]]]) -> list[dict]:
+    """A seeded row's line per question kind over all its seeds: the mean accuracy, its
+    difference from the blind prior on the same items, the 95 % interval and two-sided p of that
+    difference by the bootstrap over seeds and items (the prior is one fixed answer per item)."""
+    from vqa_r1.report.seeds import bootstrap_difference
+
+    out = []
+    for kind, per_seed in sorted(pooled.items()):
+        if len({len(items) for items in per_seed}) != 1:
+            continue  # seeds answered different items: nothing to pair
+        runs = [[float(a) for a, _ in items] for items in per_seed]
+        floor = [[float(b) for _, b in per_seed[0]]]
+        test = bootstrap_difference(runs, floor)
+        n = len(per_seed[0])
+        out.append({**labels, "seed": "pooled", "question kind": kind, "n": n,
+                    "accuracy": sum(map(sum, runs)) / (n * len(runs)), "ci_low": None,
+                    "ci_high": None, "blind prior": sum(floor[0]) / n,
+                    "diff vs blind prior": test["difference"],
+                    "diff low": test["ci_low"], "diff high": test["ci_high"],
+                    "p vs blind prior": test["p"]})  # fmt: skip
+    return out
 
 
 def count_of(relation: str) -> int | None:
@@ -844,8 +905,16 @@ def build_report(root: str | Path) -> dict:
         if table.get("per_kind"):  # counting: accuracy per question kind, beside the prior
             kinds = per_kind_table(root, table)
             if len(kinds):
-                caption = "Per question kind, each seed, with the blind prior on the same items: "
-                paths += write(kinds, f"{table['name']}_per_kind", caption + table.get("title", ""))
+                caption = "Per question kind, each seed, with the blind prior on the same items"
+                if "p vs blind prior" in kinds.columns:
+                    family = int(kinds["p vs blind prior"].notna().sum())
+                    caption += (
+                        "; seed pooled: the mean over seeds and its difference from the prior, 95 %"
+                        " bootstrap over seeds and items, p two-sided, holm p over the "
+                        f"{family} pooled lines"
+                    )
+                caption += ": " + table.get("title", "")
+                paths += write(kinds, f"{table['name']}_per_kind", caption)
         if table.get("per_words"):  # cryptograms: accuracy by the number of words
             words = per_relation_table(root, table, by_words=True)
             if len(words):

@@ -37,7 +37,8 @@ VERSION = 1
 URL = "https://huggingface.co/datasets/EPFL-DrivingVQA/DrivingVQA"
 NEEDS = "train.json / test.json (samples with img_filename, questions, true_answers, ...) + images"
 LAYOUT = "<folder>/{train,test}.json (or <folder>/splits/) and <folder>/images/<img_filename>"
-SPLITS = {"train": "train", "test": "test"}
+# the release has train and test; a validation.json (the synthetic stand-in's) is read too
+SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 DEFAULT_MAX_PIXELS = 1280 * 1280
 MULTIPLE_QUESTIONS = ("keep", "drop")
 OPTIONS = {"max_pixels": DEFAULT_MAX_PIXELS, "multiple_questions": "keep"}
