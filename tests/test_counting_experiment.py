@@ -458,7 +458,9 @@ def test_each_row_meets_its_blind_twin_and_the_prior_with_holm_adjusted_p(tmp_pa
         holm(list(kinds.loc[lines, "p vs blind prior"])), abs=2e-3
     )  # the CSV's three decimals
     assert lines.sum() == 18  # 3 seeded rows x 2 sets x 3 kinds
-    assert "holm p over the 18 pooled lines" in (tmp_path / "tables/accuracy_per_kind.md").read_text()
+    assert (
+        "holm p over the 18 pooled lines" in (tmp_path / "tables/accuracy_per_kind.md").read_text()
+    )
     text = (tmp_path / "tables/accuracy.md").read_text()
     assert "| p vs blind twin | holm p vs blind twin |" in text
     assert f"Holm-adjusted over the {sum(v is not None for v in present)} p-values" in text
