@@ -527,3 +527,25 @@ def test_the_studys_experiments_train_hub_models_with_the_studys_grpo(tmp_path, 
     assert settings["train.per_device_train_batch_size"] == cpu.per_device_train_batch_size
     with pytest.raises(UserError, match="experiment.hub_recipe: 'nope' is not a shipped overlay"):
         load_spec("text-bias", ["hub_recipe=nope"])
+
+
+def test_drivingvqa_runs_three_seeds_on_the_grid_stand_in_with_tiny_settings_for_tiny_models(
+    tmp_path,
+):
+    """Issue 31, item 6: the drivingvqa spec reads on 3 seeds, on the stand-in whose boxes a tiny
+    model can learn (grid layout, with its validation split); the tiny models get 600 SFT steps,
+    160-token budgets and GRPO at temperature 0.3 and 5e-5, a hub model none of them."""
+    spec = load_spec("drivingvqa")
+    assert (spec.seeds, spec.drivingvqa_standin) == (3, "grid")
+    job = JobOptions(executor="local", dry_run=True)
+    for model, tiny in (("tiny-qwen2.5-vl-pretrained", True), ("qwen2.5-vl-3b", False)):
+        b = build_study("drivingvqa", model, [], str(tmp_path / model), job)
+        steps = {s.name: s.info["settings"] for s in b.steps if s.name != "tables"}
+        assert [n for n in steps if n.startswith("runs/grpo/")] == [
+            "runs/grpo/seed-42", "runs/grpo/seed-43", "runs/grpo/seed-44"
+        ]  # fmt: skip
+        sft, grpo = steps["runs/sft/seed-43"], steps["runs/grpo/seed-43"]
+        assert (sft["train.max_steps"] == 600) is tiny
+        assert (grpo["train.temperature"] == 0.3 and grpo["train.learning_rate"] == 5e-5) is tiny
+        assert (steps["eval/grpo/seed-43"]["eval.max_new_tokens"] == 160) is tiny
+        assert Path(sft["data.dataset"]).name == "drivingvqa-standin-grid-v2-seed0"

@@ -13,9 +13,10 @@ for which the relation holds by a clear margin (scenes with an object near the m
 again, so no answer is ambiguous).
 
 Layouts: ``free`` places objects anywhere (boxes of any size and position: a tiny model's vision
-tower of a few patches cannot write them to IoU 0.5); ``grid`` puts each object in a cell of a 3 x 3
-grid, filling the cell but a fixed inset, so each box is one of nine a tiny model can learn to
-write (the task the drivingvqa experiment's grounding reading needs on CPU).
+tower of a few patches cannot write them to IoU 0.5); ``grid`` puts three objects in a 3 x 3 grid, one
+per row and column, each filling its cell but a fixed inset, so each box is one of nine and
+follows from the objects' order left to right and top to bottom, which the tiny models read (the
+task the drivingvqa experiment's grounding reading needs on CPU).
 """
 
 from __future__ import annotations
@@ -41,19 +42,23 @@ LAYOUTS = ("free", "grid")
 
 
 def _grid_objects(rng: random.Random, cfg: SceneConfig) -> list[SceneObject]:
-    """Objects of distinct colours in distinct cells of a GRID x GRID grid, each filling its
-    cell less an inset of an eighth of the cell (at 112 px: 37-px cells, 29-px boxes)."""
-    count = rng.randint(cfg.min_objects, cfg.max_objects)
+    """GRID objects of distinct colours in a GRID x GRID grid, one in each row and each column,
+    each filling its cell less an inset of an eighth of the cell (at 112 px: 37-px cells, 29-px
+    boxes). One per row and column makes an object's cell its rank from the left and from the
+    top: the layout the tiny models were pretrained to read (colours left to right, top to
+    bottom), so writing its box is reading that layout, learnable by LoRA in minutes. (Nine
+    cells with objects anywhere among them were not: 600 SFT steps wrote the top-left box for
+    two boxes in three, box IoU 0.06 on the validation split.)"""
     cell = cfg.image_size // GRID
     inset = max(1, cell // 8)
+    columns = rng.sample(range(GRID), GRID)
     objects = []
-    cells = rng.sample(range(GRID * GRID), count)
-    for colour, index in zip(rng.sample(list(COLORS), count), cells, strict=True):
-        row, col = divmod(index, GRID)
+    for colour, row, col in zip(rng.sample(list(COLORS), GRID), range(GRID), columns, strict=True):
         x0, y0 = col * cell + inset, row * cell + inset
         shape = rng.choice(SHAPES)
         box = (x0, y0, x0 + cell - 2 * inset, y0 + cell - 2 * inset)
         objects.append(SceneObject(f"{colour} {shape}", colour, shape, box))
+    rng.shuffle(objects)
     return objects
 
 

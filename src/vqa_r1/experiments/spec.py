@@ -78,9 +78,9 @@ class ExperimentSpec:
     )
     drivingvqa_standin: Literal["free", "grid"] = option(
         "grid",
-        help="drivingvqa: the synthetic stand-in's layout (dataset: synthetic): grid (each "
-        "object in a cell of a 3 x 3 grid: nine boxes a tiny model can learn to write) or free "
-        "(anywhere, any size)",
+        help="drivingvqa: the synthetic stand-in's layout (dataset: synthetic): grid (three "
+        "objects in a 3 x 3 grid, one per row and column: each box follows from the layout the "
+        "tiny models read) or free (anywhere, any size)",
     )
     prompt_modes: list[str] = option(
         default_factory=lambda: ["answer", "reasoning"], help="prompt-tuning: modes compared"

@@ -96,7 +96,7 @@ class Study:
         name = (
             "drivingvqa-standin-v1-seed0"
             if layout == "free"
-            else f"drivingvqa-standin-{layout}-seed0"
+            else "drivingvqa-standin-grid-v2-seed0"
         )
         folder = cache_root() / "data" / name
 
