@@ -74,12 +74,52 @@ def test_the_alignment_table_counts_misalignment_per_row_and_pairs_rows_with_bas
     assert grpo["misaligned only here vs model=base"] == 10
     assert grpo["misaligned only in model=base"] == 2
     p = mcnemar_exact(10, 2)
-    assert grpo["p vs model=base (McNemar)"] == pytest.approx(p, abs=5e-4)
-    assert grpo["holm p vs model=base (McNemar)"] == pytest.approx(holm([p])[0], abs=5e-4)
+    assert grpo["p vs model=base"] == pytest.approx(p, abs=5e-4)
+    assert grpo["holm p vs model=base"] == pytest.approx(holm([p])[0], abs=5e-4)
     caption = (tmp_path / "tables/alignment.md").read_text().splitlines()[-1]
     assert "McNemar's exact test" in caption and "Holm-adjusted" in caption
     assert mcnemar_exact(10, 2) == pytest.approx(2 * sum(
         __import__("math").comb(12, k) for k in range(10, 13)) / 2**12)  # fmt: skip
+
+
+def test_seeded_rows_get_a_pooled_line_tested_over_seeds_and_items(tmp_path):
+    """A seeded row's alignment lines (one per seed, each McNemar against base) get a `pooled`
+    line: the mean misaligned rate over seeds and its difference from base on the items all
+    judged, p by the bootstrap over seeds and items, inside the table's Holm family."""
+    import pandas as pd
+
+    from vqa_r1.report.seeds import bootstrap_difference
+
+    rows = [{"labels": {"model": "base"}, "model": "base", "step": "eval/base"}]
+    rows += [{"labels": {"model": "grpo", "seed": s}, "model": f"grpo/seed-{s}",
+              "step": f"eval/grpo/seed-{s}"} for s in (42, 43, 44)]  # fmt: skip
+    table = {"name": "alignment", "kind": "alignment", "title": "t",
+             "file": "judge/alignment_checks.json", "rows": rows,
+             "reference": {"model": "base"}, "match": []}  # fmt: skip
+    (tmp_path / "experiment.json").write_text(json.dumps({"tables": [table]}))
+    bad = {"base": range(0, 20), "grpo/seed-42": range(0, 2), "grpo/seed-43": range(0, 4),
+           "grpo/seed-44": range(0, 15)}  # fmt: skip
+    records = [{"model": m, "index": i, "aligns": i not in r, "status": "judged",
+                "type": "contradiction" if i in r else None}
+               for m, r in bad.items() for i in range(50)]  # fmt: skip
+    (tmp_path / "judge").mkdir()
+    (tmp_path / "judge/alignment_checks.json").write_text(json.dumps(records))
+    build_report(tmp_path)
+    frame = pd.read_csv(tmp_path / "tables/alignment.csv")
+    pooled = frame[frame["seed"].astype(str) == "pooled"]
+    assert list(pooled["model"]) == ["grpo"] and pooled["judged"].iloc[0] == 50
+    assert pooled["misaligned rate"].iloc[0] == pytest.approx(21 / 150, abs=5e-4)
+    assert pooled["diff vs model=base (pooled)"].iloc[0] == pytest.approx(21 / 150 - 0.4, abs=5e-4)
+    items = sorted(range(50), key=str)  # the table pairs the items in the order of their names
+    runs = [[float(i in bad[f"grpo/seed-{s}"]) for i in items] for s in (42, 43, 44)]
+    want = bootstrap_difference(runs, [[float(i < 20) for i in items]])["p"]
+    assert pooled["p vs model=base"].iloc[0] == pytest.approx(want, abs=5e-4)
+    present = [None if v != v else v for v in frame["p vs model=base"]]
+    assert list(frame["holm p vs model=base"].fillna(-1)) == pytest.approx(
+        [-1 if v is None else v for v in holm(present)], abs=2e-3
+    )
+    caption = (tmp_path / "tables/alignment.md").read_text().splitlines()[-1]
+    assert "seed pooled: the seeds' mean rate" in caption
 
 
 def test_a_record_from_before_a_key_existed_is_the_same_run(tmp_path):

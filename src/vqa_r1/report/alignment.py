@@ -5,7 +5,8 @@ every evaluation's responses into ``judge/alignment_checks.json`` in the study's
 (``model``, ``index``, ``aligns``, ``type``, ``status``). Here, per row: the items judged, how many
 the judge found misaligned (the reasoning does not support the answer), the rate and the
 misalignment types; and each row against the reference row with the same other labels (the base
-model) by McNemar's exact test paired on the items, Holm-adjusted over the table. Failed or
+model) by McNemar's exact test paired on the items, and a seeded row's seeds pooled by the
+bootstrap over seeds and items, Holm-adjusted over the table. Failed or
 skipped verdicts are left out, never counted as misaligned (judge/stats.py's rule).
 """
 
@@ -79,10 +80,15 @@ def alignment_table(root: Path, table: dict) -> Any:
         ref_text = ", ".join(f"{k}={v}" for k, v in reference.items())
         cells[f"misaligned only here vs {ref_text}"] = only_row
         cells[f"misaligned only in {ref_text}"] = only_ref
-        cells[f"p vs {ref_text} (McNemar)"] = p
+        cells[f"p vs {ref_text}"] = p
         cells["status"] = "ok" if mine else "missing"
         out.append(cells)
+    out += _pooled_rows(table, verdicts, label_keys, reference)
     frame = pd.DataFrame(out)
+    diff = [c for c in frame.columns if str(c).startswith("diff vs ")]
+    rest = [c for c in frame.columns if c not in diff and c != "status"]
+    at = next(i for i, c in enumerate(rest) if str(c).startswith("p vs "))
+    frame = frame[[*rest[:at], *diff, *rest[at:], "status"]]
     p_column = next(c for c in frame.columns if str(c).startswith("p vs "))
     values = [None if v is None or v != v else float(v) for v in frame[p_column].tolist()]
     frame.insert(list(frame.columns).index(p_column) + 1, f"holm {p_column}", holm(values))
@@ -91,6 +97,49 @@ def alignment_table(root: Path, table: dict) -> Any:
     for column in [c for c in frame.columns if str(c).startswith("misaligned only")]:
         frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def _pooled_rows(
+    table: dict, verdicts: dict[str, dict[Any, dict]], label_keys: list[str], reference: dict
+) -> list[dict]:
+    """A line per seeded row (its lines differ by ``seed`` alone) over all its seeds: the mean
+    misaligned rate and its difference from the reference row on the items all of them judged,
+    the p of that difference by the bootstrap over seeds and items (report/seeds.py), as the
+    accuracy tables test seeded rows; one seed's McNemar test reads one training run."""
+    from vqa_r1.report.seeds import bootstrap_difference
+
+    groups: dict[tuple, list[dict]] = {}
+    for row in table["rows"]:
+        if row["labels"].get("seed") is not None:
+            key = tuple((k, str(v)) for k, v in row["labels"].items() if k != "seed")
+            groups.setdefault(key, []).append(row)
+    ref_text = ", ".join(f"{k}={v}" for k, v in reference.items())
+    out = []
+    for rows in groups.values():
+        judged = [verdicts.get(r["model"], {}) for r in rows]
+        if len(rows) < 2 or not all(judged):
+            continue
+        ref = _reference(table["rows"], rows[0], reference, table.get("match", []))
+        theirs = verdicts.get(ref["model"], {}) if ref is not None else {}
+        common = sorted(set.intersection(*(set(j) for j in judged)) & set(theirs), key=str)
+        if not common:
+            continue
+        runs = [[float(not j[i].get("aligns", False)) for i in common] for j in judged]
+        base = [[float(not theirs[i].get("aligns", False)) for i in common]]
+        test = bootstrap_difference(runs, base)
+        misaligned = sum(map(sum, runs))
+        out.append({
+            **{k: "" if rows[0]["labels"].get(k) is None else str(rows[0]["labels"][k])
+               for k in label_keys},
+            "seed": "pooled",
+            "judged": len(common),
+            "misaligned": int(misaligned),
+            "misaligned rate": misaligned / (len(common) * len(runs)),
+            f"diff vs {ref_text} (pooled)": test["difference"],
+            f"p vs {ref_text}": test["p"],
+            "status": "ok",
+        })  # fmt: skip
+    return out
 
 
 def _reference(rows: list[dict], row: dict, reference: dict, keys: list[str]) -> dict | None:

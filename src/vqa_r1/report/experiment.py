@@ -858,9 +858,12 @@ def build_report(root: str | Path) -> dict:
 
             frame = alignment_table(root, table)
             missing += int((frame["status"] == "missing").sum())
+            pooled = " seed pooled: the seeds' mean rate against the reference on the items all "
+            pooled += "judged, p by the bootstrap over seeds and items;"
             caption = table.get("title", "") + (
-                ". McNemar's exact test on the items both rows answered, Holm-adjusted over the "
-                "table; failed or skipped verdicts left out"
+                ". p: McNemar's exact test on the items both rows answered;"
+                + (pooled if "seed" in frame.columns and (frame["seed"] == "pooled").any() else "")
+                + " Holm-adjusted over the table; failed or skipped verdicts left out"
             )
             paths = write(frame, table["name"], caption)
             written += [str(p.relative_to(root)) for p in paths]
