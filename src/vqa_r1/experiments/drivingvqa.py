@@ -3,8 +3,10 @@ multiple-choice answer.
 
 SFT on the interleaved explanations (``[x1, y1, x2, y2] entity`` inside ``<think>``), merge the
 adapter into the base model, GRPO on the merged model with multiple-choice accuracy, box IoU and
-format rewards, and evaluate base, SFT and SFT -> GRPO on the test split (exact letter sets). The
-comparison: each trained model against the base model, and GRPO against SFT (two-proportion tests).
+format rewards, and evaluate base, SFT and SFT -> GRPO on the test split (exact letter sets, and
+the boxes written against the items': box IoU, entities grounded at IoU >= 0.5). The comparisons:
+each trained model against the base model and GRPO against SFT, on accuracy and on box IoU (the
+bootstrap over seeds and items with ``experiment.seeds``), Holm-adjusted over the table.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def design(b: Study) -> None:
             "tests": [
                 {"kind": "versus", "reference": {"method": "base"}},
                 {"kind": "versus", "reference": {"method": "sft"}},
+                # what GRPO with the IoU reward does to the boxes SFT taught
+                {"kind": "grounding", "reference": {"method": "sft"}},
             ],
             "plots": [{"kind": "bars", "group": "method", "file": "accuracy.png"}],
         }

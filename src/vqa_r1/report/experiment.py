@@ -104,6 +104,7 @@ def table_rows(root: Path, table: dict) -> list[dict]:
             row["_runs"] = lambda path=path, scores=scores: _item_matrix([(path, scores)])
             row["_majority"] = lambda path=path, scores=scores: _majority_share(path, scores)
             row["_responses"] = lambda path=path: _responses(path)
+            row["_box_iou"] = lambda path=path: _box_iou_matrix([path])
         rows.append(row)
     return rows
 
@@ -148,6 +149,7 @@ def _seeded_scores(root: Path, seeds: list[dict]) -> dict[str, Any]:
         # every seed answered the same split: its most frequent answer is one
         cells["_majority"] = lambda: _majority_share(found[0][1], found[0][2])
         cells["_responses"] = lambda: _responses(found[0][1])
+        cells["_box_iou"] = lambda: _box_iou_matrix([path for _, path, _ in found])
         if runs is not None:
             from vqa_r1.report.seeds import bootstrap_difference
 
@@ -354,6 +356,61 @@ def _seeded_versus(row: dict, reference: dict) -> dict | None:
 
 
 RESPONSES = "generated_responses.json"  # every evaluation's items, beside its scores.json
+
+
+def _box_iou_matrix(paths: list[Path]) -> Any:
+    """Runs x items of each item's box IoU (the ``iou`` reward's score: matched IoUs over
+    max(written, true boxes), eval/scoring.py ``grounding_scores``), over the items with boxes;
+    None when a file is missing, no item has boxes or the runs' items differ in number."""
+    import numpy as np
+
+    from vqa_r1.rewards.boxes import box_matches
+
+    runs = []
+    for path in paths:
+        records = _responses(path)
+        if records is None:
+            return None
+        values = []
+        for r in records:
+            if r.get("gt_boxes") is None:
+                continue
+            matched, made, truth = box_matches(
+                str(r["predicted_response"]), r["gt_boxes"], r.get("gt_box_labels")
+            )
+            if truth:
+                values.append(sum(matched) / max(made, truth))
+        runs.append(values)
+    if not runs or not runs[0] or len({len(v) for v in runs}) != 1:
+        return None
+    return np.asarray(runs, dtype=float)
+
+
+def grounding_columns(rows: list[dict], test: dict) -> dict[str, list[float | None]]:
+    """Each row's box IoU against its reference row's (e.g. GRPO with the IoU reward against the
+    SFT it started from): the difference of mean per-item box IoU, its 95 % interval and two-
+    sided p by the bootstrap over seeds and items, paired on the items (one run: a run of one)."""
+    from vqa_r1.report.seeds import bootstrap_difference
+
+    keys = list(test.get("match", []))
+    ref_text = ", ".join(f"{k}={v}" for k, v in test["reference"].items())
+    suffix = f"vs {ref_text}"
+    columns: dict[str, list] = {
+        f"box IoU diff {suffix}": [],
+        f"box IoU diff low {suffix}": [],
+        f"box IoU diff high {suffix}": [],
+        f"p box IoU {suffix}": [],
+    }
+    for row in rows:
+        ref = _reference_of(rows, row, test, keys)
+        result = None
+        if ref is not None and ref is not row and row.get("_box_iou") and ref.get("_box_iou"):
+            mine, theirs = row["_box_iou"](), ref["_box_iou"]()
+            if mine is not None and theirs is not None and mine.shape[1] == theirs.shape[1]:
+                result = bootstrap_difference(mine, theirs)
+        for column, key in zip(columns, ("difference", "ci_low", "ci_high", "p"), strict=True):
+            columns[column].append(None if result is None else result[key])
+    return columns
 
 
 def _responses(scores_path: Path) -> list[dict] | None:
@@ -650,6 +707,8 @@ def build_table(root: Path, table: dict) -> tuple[Any, Any]:
             columns.update(prior_columns(root, rows, test))
         elif test["kind"] == "blind":  # each row against its twin trained on blank images
             columns.update(blind_columns(rows, test))
+        elif test["kind"] == "grounding":  # the boxes written, each row against a reference
+            columns.update(grounding_columns(rows, test))
         else:
             raise UserError(f"{root / EXPERIMENT_FILE}: unknown test kind {test['kind']!r}")
     frame = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
