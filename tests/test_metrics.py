@@ -117,4 +117,37 @@ def test_grounding_scores_count_entities_matched_at_half_overlap():
     assert (scores["items"], scores["entities"], scores["boxes_written"]) == (2, 3, 2)
     assert scores["grounded"] == pytest.approx(2 / 3)  # car 1.0, sign 0.5 (counts), person none
     assert scores["box_iou"] == pytest.approx(((1.0 + 0.5) / 2 + 0.0) / 2)
+    # why boxes fail: both written boxes named right and in place (the sign at IoU 0.5)
+    assert (scores["named"], scores["placed_when_named"]) == (1.0, 1.0)
+    wrong = [{"predicted_response": "[0, 0, 10, 10] red cube [20, 20, 30, 40] sign",
+              "gt_boxes": [[0, 0, 10, 10], [20, 20, 30, 40]], "gt_box_labels": ["car", "sign"]}]  # fmt: skip
+    assert (grounding_scores(wrong)["named"], grounding_scores(wrong)["placed_when_named"]) == (
+        0.5,
+        1.0,
+    )  # the cube's box is the car's, but no name agrees: not grounded
+    assert grounding_scores(wrong)["grounded"] == 0.5
     assert grounding_scores([{"predicted_response": "x"}]) is None
+
+
+def test_vqa_r1_score_prints_the_grounding_of_responses_with_boxes(tmp_path, capsys):
+    """`vqa-r1 score FILE` on DrivingVQA responses: the grounding beside the accuracy (box IoU,
+    entities grounded, boxes named right and placed when named), in its table and --json."""
+    import json
+
+    from vqa_r1.cli import main
+
+    def record(box: str, answer: str) -> dict:
+        return {"predicted_response": f"<think> {box} red cube </think> <answer> {answer} </answer>",
+                "true_response": "<answer> A </answer>", "answer_type": "choice",
+                "gt_boxes": [[0, 0, 10, 10]], "gt_box_labels": ["red cube"]}  # fmt: skip
+
+    path = tmp_path / "generated_responses.json"
+    path.write_text(json.dumps([record("[0, 0, 10, 10]", "A"), record("[50, 50, 60, 60]", "B")]))
+    assert main(["score", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "grounding: box_iou=0.500 grounded=0.500 of 2 entities; boxes written 2, named 1.000, "
+        "placed when named 0.500"
+    ) in out
+    assert main(["score", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["grounding"]["placed_when_named"] == 0.5

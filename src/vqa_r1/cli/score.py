@@ -6,7 +6,12 @@ import argparse
 import json
 
 from vqa_r1.answers import ANSWER_RULES
-from vqa_r1.eval.scoring import read_responses, rule_differences, score_responses
+from vqa_r1.eval.scoring import (
+    grounding_scores,
+    read_responses,
+    rule_differences,
+    score_responses,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
@@ -37,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     for path in args.files:
         records = read_responses(path)
         results[path] = score_responses(records, args.answer_rule)
+        grounding = grounding_scores(records)  # responses with the items' boxes (DrivingVQA)
+        if grounding is not None:
+            results[path]["grounding"] = grounding
         if args.show_differences:
             results[path]["rule_differences"] = rule_differences(records)
     if args.json:
@@ -49,6 +57,15 @@ def run(args: argparse.Namespace) -> int:
             f"accuracy={s['accuracy']:.4f} [{lo:.4f}, {hi:.4f}] f1_weighted={s['f1_weighted']:.4f} "
             f"unparsed={s['unparsed']} format_rate={s['format_rate']:.3f}"
         )
+        if "grounding" in s:
+            g = s["grounding"]
+            named = "-" if g["named"] is None else f"{g['named']:.3f}"
+            placed = "-" if g["placed_when_named"] is None else f"{g['placed_when_named']:.3f}"
+            print(
+                f"  grounding: box_iou={g['box_iou']:.3f} grounded={g['grounded']:.3f} of "
+                f"{g['entities']} entities; boxes written {g['boxes_written']}, named "
+                f"{named}, placed when named {placed}"
+            )
         if "published_accuracy" in s:
             print(
                 f"  published accuracy={s['published_accuracy']:.4f}; items whose published "

@@ -239,12 +239,16 @@ def grounding_scores(records: Sequence[dict]) -> dict | None:
     boxes): ``box_iou``, the mean over items with ground-truth boxes of the ``iou`` reward's
     score (matched IoUs over max(predicted, true boxes): extra and missing boxes cost), and
     ``grounded``, the share of all ground-truth entities matched by a written box at IoU >=
-    GROUNDED_IOU; with the items counted. None when no record carries ``gt_boxes``."""
-    from vqa_r1.rewards.boxes import box_matches
+    GROUNDED_IOU; with the items counted. Why a box failed, in two parts: ``named``, the share
+    of written boxes whose name is one of the item's entities (the reward matches a box to an
+    entity only when the names agree), and ``placed_when_named``, the share of those at IoU >=
+    GROUNDED_IOU with that entity's box. None when no record carries ``gt_boxes``."""
+    from vqa_r1.rewards.boxes import _pred_name, _words, box_matches, iou, parse_boxes
 
     items = entities = grounded = 0
     total = 0.0
     predicted = 0
+    named = placed = 0
     for record in records:
         if record.get("gt_boxes") is None:
             continue
@@ -258,6 +262,14 @@ def grounding_scores(records: Sequence[dict]) -> dict | None:
         predicted += made
         total += sum(matched) / max(made, truth)
         grounded += sum(value >= GROUNDED_IOU for value in matched)
+        labels = record.get("gt_box_labels") or []
+        by_name = {_words(n): b for n, b in zip(labels, record["gt_boxes"], strict=False) if n}
+        for box, name in parse_boxes(str(record["predicted_response"])):
+            words = _pred_name(" ".join(name))
+            truth_box = next((b for n, b in by_name.items() if words[: len(n)] == n), None)
+            if truth_box is not None:
+                named += 1
+                placed += box is not None and iou(box, truth_box) >= GROUNDED_IOU
     if not items:
         return None
     return {
@@ -267,6 +279,8 @@ def grounding_scores(records: Sequence[dict]) -> dict | None:
         "box_iou": total / items,
         "grounded": grounded / entities,
         "grounded_at": GROUNDED_IOU,
+        "named": named / predicted if predicted else None,
+        "placed_when_named": placed / named if named else None,
     }
 
 
