@@ -22,6 +22,7 @@ ARGS = [
     "--set", "experiment.bias_levels=none", "--set", "experiment.methods=sft",
     "--set", "data.synthetic_train=120", "--set", "data.synthetic_validation=8",
     "--set", "data.synthetic_test=16", "--set", "sft:train.max_steps=3",
+    "--set", "experiment.seeds=1",  # one chain: the spec runs 3 seeds
 ]  # fmt: skip
 
 
