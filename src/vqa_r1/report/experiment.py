@@ -432,7 +432,12 @@ def _majority_share(scores_path: Path, scores: dict) -> float | None:
     if records is None:
         return None
     rule = scores.get("answer_rule") or "robust"
-    labels = Counter(label_of(r["true_response"], rule) for r in records)
+    if scores.get("answer_type") == "choice":  # letter sets: always giving the commonest set
+        from vqa_r1.eval.scoring import choice_key
+
+        labels = Counter(choice_key(r["true_response"]) for r in records)
+    else:
+        labels = Counter(label_of(r["true_response"], rule) for r in records)
     return max(labels.values()) / len(records) if records else None
 
 
