@@ -549,3 +549,6 @@ def test_drivingvqa_runs_three_seeds_on_the_grid_stand_in_with_tiny_settings_for
         assert (grpo["train.temperature"] == 0.3 and grpo["train.learning_rate"] == 5e-5) is tiny
         assert (steps["eval/grpo/seed-43"]["eval.max_new_tokens"] == 160) is tiny
         assert Path(sft["data.dataset"]).name == "drivingvqa-standin-grid-v2-seed0"
+    table = b.tables[0]  # box IoU against SFT, the commonest letter set as a floor, no 0.5 line
+    assert {"kind": "grounding", "reference": {"method": "sft"}} in table["tests"]
+    assert {"kind": "majority"} in table["tests"] and table["plots"][0]["chance"] is False
