@@ -336,7 +336,7 @@ def test_committed_results_rebuild_byte_for_byte(monkeypatch, capsys, tmp_path, 
     code = main(["tables", "--check"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert f"{repo}/results/experiments/text-bias-tiny-qwen2.5-vl-pretrained: 18 files" in out
+    assert f"{repo}/results/experiments/text-bias-tiny-qwen2.5-vl-pretrained: 34 files" in out
     assert f"{repo}/results/study: the study's published scores" in out
     assert list(tmp_path.iterdir()) == []
     assert "missing" not in out
