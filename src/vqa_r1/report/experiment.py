@@ -433,9 +433,9 @@ def _majority_share(scores_path: Path, scores: dict) -> float | None:
         return None
     rule = scores.get("answer_rule") or "robust"
     if scores.get("answer_type") == "choice":  # letter sets: always giving the commonest set
-        from vqa_r1.eval.scoring import choice_key
+        from vqa_r1.answers import extract_choices
 
-        labels = Counter(choice_key(r["true_response"]) for r in records)
+        labels = Counter(",".join(sorted(extract_choices(r["true_response"]))) for r in records)
     else:
         labels = Counter(label_of(r["true_response"], rule) for r in records)
     return max(labels.values()) / len(records) if records else None
