@@ -364,23 +364,19 @@ def _box_iou_matrix(paths: list[Path]) -> Any:
     None when a file is missing, no item has boxes or the runs' items differ in number."""
     import numpy as np
 
-    from vqa_r1.rewards.boxes import box_matches
+    from vqa_r1.rewards.boxes import box_matches, box_score
 
     runs = []
     for path in paths:
         records = _responses(path)
         if records is None:
             return None
-        values = []
-        for r in records:
-            if r.get("gt_boxes") is None:
-                continue
-            matched, made, truth = box_matches(
-                str(r["predicted_response"]), r["gt_boxes"], r.get("gt_box_labels")
-            )
-            if truth:
-                values.append(sum(matched) / max(made, truth))
-        runs.append(values)
+        with_boxes = [r for r in records if r.get("gt_boxes") is not None]
+        runs.append([
+            box_score(str(r["predicted_response"]), r["gt_boxes"], r.get("gt_box_labels"))
+            for r in with_boxes
+            if box_matches("", r["gt_boxes"], r.get("gt_box_labels"))[2]  # items with a true box
+        ])  # fmt: skip
     if not runs or not runs[0] or len({len(v) for v in runs}) != 1:
         return None
     return np.asarray(runs, dtype=float)
