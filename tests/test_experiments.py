@@ -552,3 +552,18 @@ def test_drivingvqa_runs_three_seeds_on_the_grid_stand_in_with_tiny_settings_for
     table = b.tables[0]  # box IoU against SFT, the commonest letter set as a floor, no 0.5 line
     assert {"kind": "grounding", "reference": {"method": "sft"}} in table["tests"]
     assert {"kind": "majority"} in table["tests"] and table["plots"][0]["chance"] is False
+
+
+def test_the_stand_in_layout_and_the_cryptogram_test_seed_as_a_user_types_them(tmp_path, capsys):
+    """`--set experiment.drivingvqa_standin=free|grid` and `experiment.cryptogram_test_seed` reach
+    the plan's data line; a layout that does not exist is one line before anything is planned."""
+    tiny = ["--model", "tiny-qwen2.5-vl-pretrained", "--dry-run", "--set", "experiment.seeds=1"]
+    args = ["experiment", "drivingvqa", *tiny, "--output-dir", str(tmp_path / "d")]
+    assert launch_main([*args, "--set", "experiment.drivingvqa_standin=free"]) == 0
+    assert "stand-in from synthetic scenes (free layout)" in capsys.readouterr().out
+    assert launch_main([*args, "--set", "experiment.drivingvqa_standin=rows"]) == 2
+    captured = capsys.readouterr()
+    assert "drivingvqa_standin" in captured.err and "# ---- step" not in captured.out
+    crypto = ["experiment", "cryptogram", *tiny, "--output-dir", str(tmp_path / "c")]
+    assert launch_main([*crypto, "--set", "experiment.cryptogram_test_seed=5"]) == 0
+    assert ", test seed 5" in capsys.readouterr().out
