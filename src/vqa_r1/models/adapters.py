@@ -1,4 +1,5 @@
-"""Family adapters: what differs between Qwen2.5-VL, InternVL and SmolVLM, in one place each.
+"""Family adapters: what differs between Qwen2.5-VL, Qwen3-VL, InternVL and SmolVLM, in one place
+each.
 
 An adapter owns loading (dtype, attention, image-size limits), the chat formatting of an
 (image, question) pair, which modules LoRA may wrap (language model only) and which belong to the
@@ -130,7 +131,8 @@ class FamilyAdapter:
 
 
 class QwenAdapter(FamilyAdapter):
-    """Qwen2.5-VL: a pixel budget (image tokens = pixels / 28**2, resized into [min, max])."""
+    """Qwen2.5-VL and Qwen3-VL: a pixel budget (image tokens = pixels / (patch x merge)**2, 28**2
+    for Qwen2.5-VL's 14 px patches and 32**2 for Qwen3-VL's 16 px ones, resized into [min, max])."""
 
     image_options = ("min_pixels", "max_pixels")
 
@@ -287,6 +289,10 @@ def check_vllm(model_config: Any, family: str, mode: str) -> None:
 
 ADAPTERS: dict[str, FamilyAdapter] = {
     "qwen2_5_vl": QwenAdapter("qwen2_5_vl", ("visual.",)),
+    # Qwen3-VL: the same processor (16 px patches), chat tokens and "visual." tower (DeepStack
+    # mergers inside it); its MoE checkpoint's experts are fused tensors, not Linear layers, so
+    # the LoRA regex wraps attention there and the dense models' MLPs here
+    "qwen3_vl": QwenAdapter("qwen3_vl", ("visual.",)),
     "internvl": InternVLAdapter("internvl", ("vision_tower.", "multi_modal_projector.")),
     # SmolVLM answers in a terse style; it is asked for the same tags in plainer words.
     "smolvlm": SmolVLMAdapter(

@@ -15,6 +15,9 @@ class ModelSpec:
     size: str  # recipe size key: "tiny", "1b", "3b", ...
     params: str  # human-readable size for `vqa-r1 models`
     pretrained: bool = False  # tiny model pretrained here, weights shipped (models/pretrained/)
+    # the checkpoint's chat template opens the think block itself (Qwen3-VL Thinking): prompts
+    # do not ask for <think>, and the format reward is `format_thinking` (rewards/answer.py)
+    thinking: bool = False
 
     @property
     def tiny(self) -> bool:
@@ -39,7 +42,41 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("smolvlm-256m", "smolvlm", "HuggingFaceTB/SmolVLM-256M-Instruct", "256m", "256M"),
         ModelSpec("smolvlm-500m", "smolvlm", "HuggingFaceTB/SmolVLM-500M-Instruct", "500m", "507M"),
         ModelSpec("smolvlm-2.2b", "smolvlm", "HuggingFaceTB/SmolVLM-Instruct", "2b", "2.2B"),
+        # Qwen3-VL (transformers' qwen3_vl / qwen3_vl_moe): Instruct and Thinking checkpoints;
+        # a Thinking model's recipe is its size's plus recipes/qwen3_vl/thinking.yaml
+        ModelSpec("qwen3-vl-2b", "qwen3_vl", "Qwen/Qwen3-VL-2B-Instruct", "2b", "2.1B"),
+        ModelSpec("qwen3-vl-4b", "qwen3_vl", "Qwen/Qwen3-VL-4B-Instruct", "4b", "4.4B"),
+        ModelSpec("qwen3-vl-8b", "qwen3_vl", "Qwen/Qwen3-VL-8B-Instruct", "8b", "8.8B"),
+        ModelSpec(
+            "qwen3-vl-2b-thinking",
+            "qwen3_vl",
+            "Qwen/Qwen3-VL-2B-Thinking",
+            "2b-thinking",
+            "2.1B",
+            thinking=True,
+        ),
+        ModelSpec(
+            "qwen3-vl-4b-thinking",
+            "qwen3_vl",
+            "Qwen/Qwen3-VL-4B-Thinking",
+            "4b-thinking",
+            "4.4B",
+            thinking=True,
+        ),
+        ModelSpec(
+            "qwen3-vl-8b-thinking",
+            "qwen3_vl",
+            "Qwen/Qwen3-VL-8B-Thinking",
+            "8b-thinking",
+            "8.8B",
+            thinking=True,
+        ),
+        # mixture of experts, 3B active: ZeRO-3 over the node's GPUs (recipes/qwen3_vl/30b-a3b.yaml)
+        ModelSpec(
+            "qwen3-vl-30b-a3b", "qwen3_vl", "Qwen/Qwen3-VL-30B-A3B-Instruct", "30b-a3b", "31B"
+        ),
         ModelSpec("tiny-qwen2.5-vl", "qwen2_5_vl", None, "tiny", "random init, <1M"),
+        ModelSpec("tiny-qwen3-vl", "qwen3_vl", None, "tiny", "random init, <1M"),
         ModelSpec("tiny-internvl", "internvl", None, "tiny", "random init, <1M"),
         ModelSpec("tiny-smolvlm", "smolvlm", None, "tiny", "random init, <1M"),
         ModelSpec(
@@ -66,6 +103,9 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec(
             "tiny-smolvlm-pretrained", "smolvlm", None, "tiny-pretrained", "pretrained, <1M", True
         ),
+        ModelSpec(
+            "tiny-qwen3-vl-pretrained", "qwen3_vl", None, "tiny-pretrained", "pretrained, <1M", True
+        ),
     )
 }
 
@@ -75,11 +115,13 @@ FAMILIES: dict[str, str] = {
     "qwen2.5-vl": "qwen2_5_vl",
     "internvl": "internvl",
     "smolvlm": "smolvlm",
+    "qwen3-vl": "qwen3_vl",
 }
 PRETRAINED: dict[str, str] = {
     "qwen2_5_vl": "tiny-qwen2.5-vl-pretrained",
     "internvl": "tiny-internvl-pretrained",
     "smolvlm": "tiny-smolvlm-pretrained",
+    "qwen3_vl": "tiny-qwen3-vl-pretrained",
 }
 
 

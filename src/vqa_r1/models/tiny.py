@@ -1,7 +1,7 @@
 """Tiny, randomly initialised models of each family, built offline and cached on disk.
 
 Why: tests, CI and the CPU demo must exercise the real model classes, processors, chat templates and
-LoRA wiring of Qwen2.5-VL, InternVL and SmolVLM without downloading anything. A byte-level BPE
+LoRA wiring of Qwen2.5-VL, Qwen3-VL, InternVL and SmolVLM without downloading anything. A byte-level BPE
 tokenizer is trained with `tokenizers` on text shaped like our prompts; each family gets its own
 special tokens and chat template; the result is saved with `save_pretrained` and loaded back through
 the same `AutoProcessor` / `AutoModelForImageTextToText` path as a hub checkpoint.
@@ -405,4 +405,104 @@ def build_smolvlm(out: Path, seed: int, size: TinySize) -> None:
     processor.save_pretrained(out)
 
 
-BUILDERS = {"qwen2_5_vl": build_qwen2_5_vl, "internvl": build_internvl, "smolvlm": build_smolvlm}
+def build_qwen3_vl(out: Path, seed: int, size: TinySize) -> None:
+    """Qwen3-VL: Qwen2.5-VL's chat tokens, a Qwen3 language model (q/k norms, interleaved M-RoPE)
+    and a vision tower of 16 px patches with DeepStack features fed into the first decoder layers.
+    The image processor is Qwen2-VL's with the checkpoints' patch 16 and mean/std 0.5, and a
+    pixel budget that turns an 84 px scene into 3 x 3 merged patches (9 image tokens)."""
+    from transformers import (
+        Qwen2VLImageProcessor,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+    )
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    special = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+    ]
+    tok = _train_tokenizer(
+        seed, size.vocab, special, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    tok.chat_template = QWEN_TEMPLATE
+    ids = {t: tok.convert_tokens_to_ids(t) for t in special}
+    head_dim = size.hidden // size.heads
+    half = head_dim // 2
+    # interleaved M-RoPE: the height and width sections take every third frequency from 1 and 2
+    sections = [half - 2 * (half // 3), half // 3, half // 3]
+    patch, merge = 16, 2
+    _seed_all(seed)
+    config = Qwen3VLConfig(
+        text_config=dict(
+            vocab_size=len(tok),
+            hidden_size=size.hidden,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            head_dim=head_dim,
+            intermediate_size=size.intermediate,
+            max_position_embeddings=2048,
+            rope_parameters={
+                "rope_type": "default",
+                "mrope_section": sections,
+                "mrope_interleaved": True,
+                "rope_theta": 10000.0,
+            },
+            tie_word_embeddings=True,
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+            bos_token_id=ids["<|endoftext|>"],
+        ),
+        vision_config=dict(
+            depth=size.vision_layers,
+            hidden_size=size.vision_hidden,
+            num_heads=4,
+            intermediate_size=2 * size.vision_hidden,
+            out_hidden_size=size.hidden,
+            patch_size=patch,
+            spatial_merge_size=merge,
+            temporal_patch_size=2,
+            num_position_embeddings=36,  # a 6 x 6 grid of learned positions, interpolated
+            deepstack_visual_indexes=[0],
+        ),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    model = Qwen3VLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    factor = patch * merge
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=patch,
+        merge_size=merge,
+        temporal_patch_size=2,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+        min_pixels=factor * factor * 4,
+        max_pixels=factor * factor * 16,
+    )
+    processor = Qwen3VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tok,
+        video_processor=Qwen3VLVideoProcessor(patch_size=patch, merge_size=merge),
+        chat_template=QWEN_TEMPLATE,
+    )
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+BUILDERS = {
+    "qwen2_5_vl": build_qwen2_5_vl,
+    "internvl": build_internvl,
+    "smolvlm": build_smolvlm,
+    "qwen3_vl": build_qwen3_vl,
+}
