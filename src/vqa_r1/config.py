@@ -66,10 +66,10 @@ class ModelConfig:
     )
     attn_implementation: str = option("sdpa", help="transformers attention implementation")
     min_pixels: int | None = option(
-        None, help="Qwen2.5-VL image processor lower pixel limit", minimum=1
+        None, help="Qwen2.5-VL and Qwen3-VL image processor lower pixel limit", minimum=1
     )
     max_pixels: int | None = option(
-        None, help="Qwen2.5-VL image processor upper pixel limit", minimum=1
+        None, help="Qwen2.5-VL and Qwen3-VL image processor upper pixel limit", minimum=1
     )
     image_splitting: bool | None = option(
         None,
@@ -138,6 +138,13 @@ class DataConfig:
         "real",
         help="blind controls (data/blind.py): blank: every image a grey one of its size; "
         "shuffled: each row gets another row's image; training and evaluation alike",
+    )
+    images_per_row: int = option(
+        1,
+        help="most images one row may hold (rows listing image_paths); a row with more is "
+        "refused when its split is read; also vLLM's limit_mm_per_prompt and the memory plan's "
+        "images per prompt",
+        minimum=1,
     )
     drivingvqa_max_pixels: int = option(
         1280 * 1280,

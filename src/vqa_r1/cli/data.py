@@ -126,6 +126,22 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         help="draw each letter in its own colour (letters a-f only; for the tiny models, whose "
         "vision towers tell colours apart but not letter shapes)",
     )
+    pair = sub.add_parser(
+        "two-image",
+        help="write two-image questions (is the object at one end of the first image the same "
+        "colour as the one at that end of the second?) as multi-image JSONL + images/",
+    )
+    pair.add_argument(
+        "--out", required=True, help="output folder (new or empty; or this command's own)"
+    )
+    add_overwrite_argument(pair, "--out")
+    for flag, n, what in (
+        ("--train", 2000, "training pairs"),
+        ("--validation", 200, "validation pairs"),
+        ("--test", 400, "test pairs"),
+    ):
+        pair.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
+    pair.add_argument("--seed", type=int, default=0)
     bias = sub.add_parser(
         "bias",
         help="write a dataset whose training split a text- or image-only classifier predicts "
@@ -182,15 +198,21 @@ def run(args: argparse.Namespace) -> int:
         return _bias(args)
     if args.data_cmd == "counting":
         return _counting(args)
+    if args.data_cmd == "two-image":
+        return _two_image(args)
     if args.data_cmd == "cryptogram":
         return _cryptogram(args)
+    # the loader --dataset goes through (open_split of a DataConfig), so 'synthetic' is accepted;
+    # showing a split is not training on it: any number of images per row is shown
+    from dataclasses import replace
+
     from vqa_r1.data.datasets import open_split
 
-    # the loader --dataset goes through (open_split of a DataConfig), so 'synthetic' is accepted
-    ds = open_split(data_config(args.path), args.split)
+    ds = open_split(replace(data_config(args.path), images_per_row=None), args.split)
     print(ds)
     for row in ds.select(range(min(3, len(ds)))):
         shown = ("caption", "label", "relation", "solution", "coded_message", "decoded_message")
+        shown = ("image_paths", *shown) if "image_paths" in row else shown
         print({k: row[k] for k in shown if k in row})
     return 0
 
@@ -289,6 +311,33 @@ def _counting(args: argparse.Namespace) -> int:
         claims.mark_complete(args.out)
     print(
         f"wrote {sum(sizes.values())} counting scenes ({', '.join(f'{k} {n}' for k, n in sizes.items())}) to {args.out}"
+    )
+    return 0
+
+
+def _two_image(args: argparse.Namespace) -> int:
+    from vqa_r1.data.two_image import write_two_image
+
+    sizes = {"train": args.train, "validation": args.validation, "test": args.test}
+    negative = [f"--{k} {n}" for k, n in sizes.items() if n < 0]
+    if negative:
+        raise UserError(f"{', '.join(negative)}: a count of pairs is 0 or more")
+    settings = {"sizes": sizes, "seed": args.seed, "version": 1}
+    if make_way_or_complete(args.out, "data two-image", settings, args.overwrite, "--out"):
+        return 0
+    with claims.writing(args.out, "data two-image", settings, "--out"):
+        claims.remove_temporaries(args.out)
+        write_two_image(
+            args.out,
+            **sizes,
+            seed=args.seed,
+            carry=(claims.MARKER, claims.LOCK),
+            keep_existing=False,
+        )
+        claims.mark_complete(args.out)
+    print(
+        f"wrote {sum(sizes.values())} two-image questions "
+        f"({', '.join(f'{k} {n}' for k, n in sizes.items())}) to {args.out}"
     )
     return 0
 

@@ -46,21 +46,23 @@ def blind_split(ds: Any, mode: str, seed: int, where: str = "data.images") -> An
         return ds
     if mode not in MODES:
         raise UserError(f"{where}: {mode!r} is not one of {', '.join(MODES)}")
-    if "image_path" not in ds.column_names:
-        raise UserError(f"{where}={mode} needs rows with an image_path column")
-    paths = list(ds["image_path"])
-    if mode == "blank":
+    column = "image_paths" if "image_paths" in ds.column_names else "image_path"
+    if column not in ds.column_names:
+        raise UserError(f"{where}={mode} needs rows with an image_path (or image_paths) column")
+    rows = [list(p) if column == "image_paths" else [p] for p in ds[column]]
+    if mode == "blank":  # each image its own grey one of its size: as many image tokens
         from PIL import Image
 
         sizes: dict[str, tuple[int, int]] = {}
-        for p in dict.fromkeys(paths):
+        for p in dict.fromkeys(p for row in rows for p in row):
             with Image.open(p) as image:
                 sizes[p] = image.size
-        new = [str(blank_image(sizes[p])) for p in paths]
-    else:  # a random cycle through the rows: each gets the next one's image, none its own
-        order = list(range(len(paths)))
+        new = [[str(blank_image(sizes[p])) for p in row] for row in rows]
+    else:  # a random cycle through the rows: each gets the next one's images, none its own
+        order = list(range(len(rows)))
         random.Random(seed).shuffle(order)
-        new = list(paths)
+        new = list(rows)
         for i, row in enumerate(order):
-            new[row] = paths[order[(i + 1) % len(order)]]
-    return ds.remove_columns("image_path").add_column("image_path", new)
+            new[row] = rows[order[(i + 1) % len(order)]]
+    values = new if column == "image_paths" else [row[0] for row in new]
+    return ds.remove_columns(column).add_column(column, values)

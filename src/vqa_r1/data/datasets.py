@@ -27,8 +27,15 @@ from vqa_r1.data import formats
 from vqa_r1.data.cryptogram import CRYPTOGRAM_INSTRUCTION
 from vqa_r1.data.curriculum import scene_fingerprint
 from vqa_r1.data.formats.common import check_labels
-from vqa_r1.data.images import DEFAULT_HINT, check_image_paths
-from vqa_r1.data.prompts import COUNT_INSTRUCTION, problem_text, sft_completion, solution_text
+from vqa_r1.data.images import DEFAULT_HINT, check_image_paths, image_column
+from vqa_r1.data.prompts import (
+    COUNT_INSTRUCTION,
+    IMAGE_PLACEHOLDER,
+    placeholder_count,
+    problem_text,
+    sft_completion,
+    solution_text,
+)
 from vqa_r1.data.synthetic import (
     RELATIONS,
     DomainShift,
@@ -171,7 +178,13 @@ def open_split(data_cfg: Any, split: str, check_images: bool = True) -> Any:
     images as ``data.images`` says (a blind control's: data/blind.py)."""
     from vqa_r1.data.blind import blind_split
 
-    ds = load_split(dataset_dir(data_cfg), split, check_images, options=release_options(data_cfg))
+    ds = load_split(
+        dataset_dir(data_cfg),
+        split,
+        check_images,
+        options=release_options(data_cfg),
+        images_per_row=getattr(data_cfg, "images_per_row", None),
+    )
     return blind_split(ds, getattr(data_cfg, "images", "real"), data_cfg.subset_seed)
 
 
@@ -207,20 +220,24 @@ def load_split(
     check_images: bool = True,
     max_pixels: int | None = None,
     options: dict | None = None,
+    images_per_row: int | None = None,
 ) -> Any:
     """One split of a dataset folder (VSR schema, or a release format converted once), with its
     images verified and its labels checked. ``options``: the release settings
-    (``release_options``); ``max_pixels`` alone: DrivingVQA's pixel limit."""
+    (``release_options``); ``max_pixels`` alone: DrivingVQA's pixel limit. ``images_per_row``:
+    the most images a row may hold (``data.images_per_row``); each row's image count is checked
+    against it and against its question's ``<image>`` placeholders (check_image_counts)."""
     options = dict(options or {})
     if max_pixels is not None:
         options["max_pixels"] = int(max_pixels)
     path = Path(path)
     ds, resolved = _split(path, split, options)
-    if check_images and "image_path" in ds.column_names:
+    column = image_column(ds)
+    if check_images and column:
         where = f"{path} [{split}]"
         hint = formats.images_hint(resolved) or DEFAULT_HINT
         try:
-            check_image_paths(ds["image_path"], where, hint)
+            check_image_paths(ds[column], where, hint)
         except UserError:
             if formats.report_of(resolved) is None:
                 raise
@@ -228,8 +245,51 @@ def load_split(
             # with the conversion's own message, leaving no stale cache)
             formats.reconvert(path, options)
             ds, resolved = _split(path, split, options)
-            check_image_paths(ds["image_path"], where, hint)
+            check_image_paths(ds[column], where, hint)
+    check_image_counts(ds, f"{path} [{split}]", images_per_row)
     return ds
+
+
+def image_counts(ds: Any) -> list[int]:
+    """Images per row: 1 for ``image_path``/``image`` rows, the list's length for
+    ``image_paths``/``images`` rows."""
+    for name in ("image_paths", "images"):
+        if name in ds.column_names:
+            return [len(v) for v in ds[name]]
+    return [1] * len(ds)
+
+
+def check_image_counts(ds: Any, where: str, images_per_row: int | None = None) -> None:
+    """Every row's images match its question's ``<image>`` placeholders (when it has any), no row
+    is without images, and none holds more than ``images_per_row``: one line naming the first
+    row that does not, before anything is queued (build.check_dataset reads the split)."""
+    counts = image_counts(ds)
+    if not counts:
+        return
+    if "problem" in ds.column_names:
+        questions = list(ds["problem"])
+    elif "caption" in ds.column_names:
+        questions = list(ds["caption"])
+    else:
+        questions = [""] * len(counts)
+    for i, (n, question) in enumerate(zip(counts, questions, strict=True)):
+        marks = placeholder_count(question or "")
+        if n == 0:
+            raise UserError(f"{where}: row {i} has no image; every row needs at least one")
+        if marks and marks != n:
+            raise UserError(
+                f"{where}: row {i} has {n} image(s) and {marks} {IMAGE_PLACEHOLDER} "
+                f"placeholder(s) in its question; give one placeholder per image, in order, "
+                "or none (the images then come first)"
+            )
+    most = max(counts)
+    if images_per_row is not None and most > images_per_row:
+        row = counts.index(most)
+        raise UserError(
+            f"{where}: row {row} has {most} images, more than data.images_per_row="
+            f"{images_per_row}; set --set data.images_per_row={most} (it is also vLLM's "
+            "limit_mm_per_prompt and the memory plan's images per prompt)"
+        )
 
 
 def _split(path: Path, split: str, options: dict) -> tuple[Any, Path]:
@@ -241,8 +301,8 @@ def _split(path: Path, split: str, options: dict) -> tuple[Any, Path]:
     else:
         ds = splits[split]
     missing = [c for c in ("caption", "label") if c not in ds.column_names]
-    if "image_path" not in ds.column_names and "image" not in ds.column_names:
-        missing.append("image_path")
+    if not {"image_path", "image", "image_paths", "images"} & set(ds.column_names):
+        missing.append("image_path (or image_paths, a list per row)")
     if missing:
         raise UserError(
             f"{path} [{split}]: missing column(s) {missing}; the VSR schema is {VSR_COLUMNS}"
@@ -260,10 +320,15 @@ def subset(ds: Any, num_samples: int | None, seed: int) -> Any:
 
 
 def with_images(ds: Any) -> Any:
-    from datasets import Image
+    """The decoded images TRL reads: ``image`` for one per row, ``images`` (a list, TRL's
+    multi-image column) for rows whose ``image_paths`` list them."""
+    from datasets import Image, Sequence
 
-    if "image" in ds.column_names:
+    if "image" in ds.column_names or "images" in ds.column_names:
         return ds
+    if "image_paths" in ds.column_names:
+        paths = [list(p) for p in ds["image_paths"]]
+        return ds.add_column("images", paths).cast_column("images", Sequence(Image()))
     return ds.add_column("image", list(ds["image_path"])).cast_column("image", Image())
 
 
@@ -299,21 +364,27 @@ def trainer_rows(
         instruction = rows_instruction(ds)
     has_scene = {"subj", "relation"} <= columns and set(ds["relation"]) <= set(RELATIONS)
     own_solution = "solution" in columns
-    if rationale == "scene" and "boxes" not in columns and not own_solution:
+    own_reasoning = "reasoning" in columns  # a row's own rationale wins over the templates
+    if rationale == "scene" and "boxes" not in columns and not (own_solution or own_reasoning):
         raise UserError(
             f"data.rationale={rationale} needs object boxes (the synthetic dataset has them)"
         )
 
     def convert(row: dict) -> dict:
         question = row["problem"] if "problem" in columns else problem_text(row["caption"])
-        out = {"prompt": adapter.messages(question, instruction)}
+        images = len(row["image_paths"]) if "image_paths" in columns else 1
+        out = {"prompt": adapter.messages(question, instruction, images=images)}
         if kind == "sft":
             if own_solution:
                 text = row["solution"]
                 if with_reasoning and row.get("reasoning"):
                     text = f"<think> {row['reasoning']} </think> {text}"
+            elif with_reasoning and row.get("reasoning"):  # a row's own rationale (two-image)
+                text = f"<think> {row['reasoning']} </think> {solution_text(row['label'])}"
             else:
                 text = sft_completion(row, with_reasoning and has_scene, rationale)
+            if adapter.thinking:  # the template opened the block: the target continues it
+                text = text.removeprefix("<think>").lstrip()
             out["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
         else:
             out["solution"] = row["solution"] if own_solution else solution_text(row["label"])
@@ -323,6 +394,7 @@ def trainer_rows(
     # as kwargs); word_count: a cryptogram's curriculum stage
     keep = {
         "image_path",
+        "image_paths",
         "caption",
         "label",
         "relation",
@@ -335,7 +407,7 @@ def trainer_rows(
     }
     if kind != "sft":
         keep.add("solution")
-    drop = [c for c in ds.column_names if c not in keep and c != "image"]
+    drop = [c for c in ds.column_names if c not in keep and c not in ("image", "images")]
     # in memory: concurrent jobs (sweep elements) on one shared dataset folder must not race on an
     # on-disk map cache beside it; the trainers' own maps of an in-memory dataset stay in memory too
     return with_images(ds.map(convert, remove_columns=drop, keep_in_memory=True))

@@ -11,6 +11,7 @@ different fix, so it is reported as too large, not as missing.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from vqa_r1.errors import UserError
 
@@ -20,15 +21,17 @@ DEFAULT_HINT = (
 )
 
 
-def check_image_paths(paths: Iterable[str], where: str, hint: str = DEFAULT_HINT) -> None:
-    """Open and read through every distinct image in ``paths``; one error naming what failed."""
+def check_image_paths(paths: Iterable[Any], where: str, hint: str = DEFAULT_HINT) -> None:
+    """Open and read through every distinct image in ``paths`` (a row's path, or its list of
+    paths for a row with several images); one error naming what failed."""
     from PIL import Image
 
     rows = 0
     distinct: dict[str, int] = {}  # each image, and how many rows name it
-    for p in paths:
+    for row in paths:
         rows += 1
-        distinct[str(p)] = distinct.get(str(p), 0) + 1
+        for p in row if isinstance(row, (list, tuple)) else [row]:
+            distinct[str(p)] = distinct.get(str(p), 0) + 1
     bad: list[str] = []
     huge: dict[str, str] = {}  # image -> PIL's message
     for p in distinct:
@@ -59,3 +62,18 @@ def check_image_paths(paths: Iterable[str], where: str, hint: str = DEFAULT_HINT
             f"bomb), e.g. {first} ({huge[first]}). Downscale them (the models see far fewer "
             "pixels anyway)."
         )
+
+
+def row_images(ds: Any) -> list[Any]:
+    """Each row's image paths: ``image_path`` (one) or ``image_paths`` (a list, in order)."""
+    if "image_paths" in ds.column_names:
+        return [list(paths) for paths in ds["image_paths"]]
+    return [[p] for p in ds["image_path"]]
+
+
+def image_column(ds: Any) -> str | None:
+    """The column naming a row's images, or None for rows that carry them decoded."""
+    for name in ("image_paths", "image_path"):
+        if name in ds.column_names:
+            return name
+    return None

@@ -22,6 +22,59 @@ COUNT_INSTRUCTION = (
 )
 
 
+# a question over several images may say where each goes: "Is the red circle in <image> left of
+# the blue square in <image>?" puts each image at its placeholder, in order; a question without
+# one gets its images in front, in the row's order (TRL's convention for an `images` column)
+IMAGE_PLACEHOLDER = "<image>"
+
+
+def placeholder_count(question: str) -> int:
+    return question.count(IMAGE_PLACEHOLDER)
+
+
+def content_parts(text: str, images: int) -> list[dict]:
+    """The user turn's parts: ``images`` image parts at the text's placeholders (or in front when
+    it has none) and the text between them. Why parts and not the family's token: each family's
+    chat template writes its own image block (Qwen's vision tokens, InternVL's <img> run,
+    SmolVLM's tiles), and the processor expands one block per image, in order."""
+    marks = placeholder_count(text)
+    if marks and marks != images:
+        raise ValueError(
+            f"{marks} {IMAGE_PLACEHOLDER} placeholder(s) in the question and {images} image(s)"
+        )
+    if not marks:
+        parts = [{"type": "image"} for _ in range(images)]
+        return [*parts, {"type": "text", "text": text.strip()}]
+    parts = []
+    for i, piece in enumerate(text.split(IMAGE_PLACEHOLDER)):
+        if i:
+            parts.append({"type": "image"})
+        if piece.strip():
+            parts.append({"type": "text", "text": piece.strip()})
+    return parts
+
+
+def numbered_placeholders(question: str) -> str:
+    """The question as a reader without the images sees it (the judge): each placeholder named
+    by its image's place, ``[image 1]``, ``[image 2]``."""
+    pieces = question.split(IMAGE_PLACEHOLDER)
+    out = pieces[0]
+    for i, piece in enumerate(pieces[1:], 1):
+        out += f"[image {i}]{piece}"
+    return out
+
+
+THINK_DEMAND = "First think about the question in <think> </think> tags, then give"
+
+
+def for_thinking_model(instruction: str) -> str:
+    """The instruction for a model whose chat template opens the think block itself (Qwen3-VL
+    Thinking): it is asked to close it and answer, not to open a second one."""
+    return instruction.replace(
+        THINK_DEMAND, "Think about the question, close your thinking with </think>, then give"
+    )
+
+
 def problem_text(caption: str) -> str:
     return f"Is the following statement true: {caption.strip()}"
 

@@ -100,7 +100,8 @@ def _evaluate(
     else:
         questions = [problem_text(c) for c in ds["caption"]]
     labels = ds["label"]
-    paths = ds["image_path"]
+    multi = "image_paths" in columns  # several images per row: a list of paths each
+    paths = [list(p) for p in ds["image_paths"]] if multi else ds["image_path"]
     items = [questions, list(paths), [str(x) for x in labels]]
     batches = BatchLog(out / BATCHES, _fingerprint(config, adapter_path, items))
     done = batches.read(ec.batch_size, len(questions))  # refuses a log of other settings
@@ -138,7 +139,11 @@ def _evaluate(
     bar(len(outputs))
     for start in range(len(outputs), len(questions), ec.batch_size):
         began = time.perf_counter()
-        images = [Image.open(p).convert("RGB") for p in paths[start : start + ec.batch_size]]
+        batch = paths[start : start + ec.batch_size]
+        if multi:
+            images = [[Image.open(p).convert("RGB") for p in row] for row in batch]
+        else:
+            images = [Image.open(p).convert("RGB") for p in batch]
         texts = gen.generate(images, questions[start : start + ec.batch_size])
         flags = list(getattr(gen, "last_truncated", None) or [False] * len(texts))
         batches.append(

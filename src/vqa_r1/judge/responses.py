@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.answers import label_of
+from vqa_r1.data.prompts import numbered_placeholders
 from vqa_r1.errors import UserError
 from vqa_r1.io import read_jsonl
 
@@ -156,7 +157,7 @@ def load_items(
             JudgeItem(
                 index=index,
                 model=model,
-                question=str(question),
+                question=numbered_placeholders(str(question)),
                 true_label=display_label(reference),
                 response=str(response),
                 reasoning=reasoning,

@@ -36,7 +36,7 @@ from vqa_r1.errors import UserError
 from vqa_r1.models.adapters import get_adapter, image_options
 from vqa_r1.models.loading import cached_hub_path
 from vqa_r1.models.registry import get_spec
-from vqa_r1.models.serving import PORT_VAR, free_port_expression, vllm_server_lines
+from vqa_r1.models.serving import PORT_VAR, free_port_expression, mm_limits, vllm_server_lines
 
 log = logging.getLogger(__name__)
 
@@ -364,6 +364,10 @@ def job_setup_lines(config: Any, gpus: int, nodes: int) -> list[str]:
     )
     if mm:
         args += ["--mm-processor-kwargs", json.dumps(mm, sort_keys=True)]
+    # images per prompt as the rows hold them (data.images_per_row), no video: vLLM's memory
+    # profile reserves room for these alone (models/serving.py mm_limits)
+    limits = mm_limits(config.data.images_per_row)
+    args += ["--limit-mm-per-prompt", json.dumps(limits, sort_keys=True)]
     env = {"CUDA_VISIBLE_DEVICES": '"$VQA_R1_SERVER_CUDA"'}
     if offline:
         env["HF_HUB_OFFLINE"] = "1"  # a compute node may have no internet; the model is local

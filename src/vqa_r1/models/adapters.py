@@ -8,13 +8,14 @@ vision side (frozen). Everything else in the suite is family-agnostic.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vqa_r1.data.prompts import REASONING_INSTRUCTION
+from vqa_r1.data.prompts import REASONING_INSTRUCTION, content_parts, for_thinking_model
 from vqa_r1.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ class FamilyAdapter:
     family: str
     vision_patterns: tuple[str, ...]  # module-name fragments of the vision tower and projector
     instruction: str = REASONING_INSTRUCTION
+    # the checkpoint's chat template opens <think> itself (ModelSpec.thinking; get_adapter)
+    thinking: bool = False
 
     # --- loading -------------------------------------------------------------------------
     # image-processor settings of ModelConfig this family reads (others are refused on load_config)
@@ -71,11 +74,26 @@ class FamilyAdapter:
 
     # --- prompts -------------------------------------------------------------------------
     def messages(
-        self, question: str, instruction: str | None = None, image: bool = True
+        self,
+        question: str,
+        instruction: str | None = None,
+        image: bool = True,
+        images: int | None = None,
     ) -> list[dict]:
-        text = f"{question} {instruction if instruction is not None else self.instruction}"
-        parts = [{"type": "text", "text": text.strip()}]
-        return [{"role": "user", "content": ([{"type": "image"}] if image else []) + parts}]
+        """The user turn: ``images`` image parts (default one, none when ``image`` is false) at
+        the question's ``<image>`` placeholders or in front of it, then the instruction."""
+        instruction = instruction if instruction is not None else self.instruction
+        if self.thinking:
+            instruction = for_thinking_model(instruction)
+        count = (1 if image else 0) if images is None else images
+        return [{"role": "user", "content": content_parts(f"{question} {instruction}", count)}]
+
+    def response_text(self, generated: str) -> str:
+        """A response as the reasoning format reads it: a Thinking model's template wrote the
+        opening ``<think>`` into the prompt, so its generated text starts inside the block."""
+        if self.thinking and not generated.lstrip().startswith("<think>"):
+            return f"<think>{generated}"
+        return generated
 
     def fit_image(self, image: Any, processor: Any) -> Any:
         """The image as this family's processor will see it, for a second image pipeline (vLLM)
@@ -304,8 +322,10 @@ ADAPTERS: dict[str, FamilyAdapter] = {
 }
 
 
-def get_adapter(family: str) -> FamilyAdapter:
-    return ADAPTERS[family]
+def get_adapter(family: str, thinking: bool = False) -> FamilyAdapter:
+    """The family's adapter; ``thinking``: for a checkpoint whose template opens ``<think>``."""
+    adapter = ADAPTERS[family]
+    return dataclasses.replace(adapter, thinking=True) if thinking else adapter
 
 
 def lora_target_names(model: Any, regex: str) -> list[str]:

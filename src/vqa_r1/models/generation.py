@@ -58,20 +58,26 @@ class Generator:
         self.cache_decision, self.use_cache, self.cache_check = decision, use_cache, check
 
     def _inputs(self, images: Sequence[Any] | None, questions: Sequence[str]) -> Any:
-        """Processor inputs; ``images=None`` for text-only questions (no image placeholder)."""
+        """Processor inputs; ``images=None`` for text-only questions (no image placeholder).
+        An item's image may be a list: its images, one placeholder each, in order."""
         adapter, processor = self.loaded.adapter, self.loaded.processor
+        per_item = (
+            None
+            if images is None
+            else [list(img) if isinstance(img, (list, tuple)) else [img] for img in images]
+        )
         texts = [
             processor.apply_chat_template(
-                adapter.messages(q, self.instruction, image=images is not None),
+                adapter.messages(
+                    q, self.instruction, images=0 if per_item is None else len(per_item[i])
+                ),
                 add_generation_prompt=True,
             )
-            for q in questions
+            for i, q in enumerate(questions)
         ]
-        if images is None:
+        if per_item is None:
             return processor(text=texts, return_tensors="pt", padding=True)
-        return processor(
-            text=texts, images=[[img] for img in images], return_tensors="pt", padding=True
-        )
+        return processor(text=texts, images=per_item, return_tensors="pt", padding=True)
 
     def _generation_kwargs(self, use_cache: bool, max_new_tokens: int | None) -> dict:
         kwargs: dict = dict(
@@ -192,7 +198,8 @@ class Generator:
             ids.shape[1] >= self.settings.max_new_tokens and not (set(row) & stops)
             for row in ids.tolist()
         ]
-        return self.loaded.processor.batch_decode(ids, skip_special_tokens=True)
+        texts = self.loaded.processor.batch_decode(ids, skip_special_tokens=True)
+        return [self.loaded.adapter.response_text(t) for t in texts]
 
     def _stop_ids(self) -> set[int]:
         """Token ids that end a generation (the generation config's and the tokenizer's EOS)."""

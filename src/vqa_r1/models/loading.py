@@ -192,7 +192,7 @@ def load_model(
 
     mc = config.model if hasattr(config, "model") else config
     spec = get_spec(mc.name)
-    adapter = get_adapter(spec.family)
+    adapter = get_adapter(spec.family, thinking=spec.thinking)
     size = TinySize(hidden=mc.tiny_hidden, layers=mc.tiny_layers, vocab=mc.tiny_vocab)
     path = resolve_model_path(spec, mc.path, tiny_seed=mc.tiny_seed, tiny_size=size)
     refuse_random_weights(path)

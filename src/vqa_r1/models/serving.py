@@ -138,3 +138,14 @@ def trl_server_settings() -> list[str]:
     command = build_command(ScriptArguments(model="model"), [])
     settings = command[command.index("--weight-transfer-config") :]
     return ["--enable-scale-out", *(a for a in settings if a != "--enable-scale-out")]
+
+
+def mm_limits(images_per_row: int) -> dict:
+    """vLLM's ``limit_mm_per_prompt`` for rows of up to ``images_per_row`` images and no video.
+
+    Why set it: vLLM profiles memory for the most multimodal items a prompt may hold, each at the
+    largest size the processor allows; the default reserves room for items the suite never sends
+    (videos), and a row with more images than the limit is refused by vLLM mid-training. The
+    suite's rows are checked against ``data.images_per_row`` when a split is read, so the limit
+    here is what the rows hold."""
+    return {"image": int(images_per_row), "video": 0}

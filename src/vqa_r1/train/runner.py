@@ -46,7 +46,7 @@ from vqa_r1.train.trainer_hooks import (
     EpochOrderSamplerMixin,
     GenerationBufferMixin,
 )
-from vqa_r1.train.vllm_prompts import hand_vllm_unexpanded_prompts
+from vqa_r1.train.vllm_prompts import colocated_engine_limits, hand_vllm_unexpanded_prompts
 
 log = logging.getLogger(__name__)
 
@@ -281,15 +281,16 @@ def build_trainer(
         else recording_reward(fn, rd.completions, t.sample_every)
         for fn in get_rewards(t.reward_funcs)
     ]
-    trainer = Trainer(
-        model=loaded.model,
-        reward_funcs=rewards,
-        args=args,
-        train_dataset=rows,
-        processing_class=loaded.processor,
-        peft_config=peft_config,
-        callbacks=callbacks,
-    )
+    with colocated_engine_limits(config.data.images_per_row):
+        trainer = Trainer(
+            model=loaded.model,
+            reward_funcs=rewards,
+            args=args,
+            train_dataset=rows,
+            processing_class=loaded.processor,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
     if t.use_vllm:  # colocate: vLLM gets unexpanded prompts and the recipe's image settings
         hand_vllm_unexpanded_prompts(
             trainer,
@@ -310,6 +311,10 @@ def fit_images(rows: Any, loaded: Any) -> Any:
     same number of image tokens as the prompt ids the trainer builds."""
 
     def fit(row: dict) -> dict:
+        if "images" in row:  # several per row: each fitted alike
+            return {
+                "images": [loaded.adapter.fit_image(i, loaded.processor) for i in row["images"]]
+            }
         return {"image": loaded.adapter.fit_image(row["image"], loaded.processor)}
 
     # in memory, as trainer_rows: no cache file beside a dataset other jobs may share

@@ -21,8 +21,33 @@ there (FamilyAdapter.vllm_refusal).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from vqa_r1.models.serving import mm_limits
+
+
+@contextlib.contextmanager
+def colocated_engine_limits(images_per_row: int) -> Iterator[None]:
+    """While a GRPO trainer is built: TRL's colocated ``LLM(...)`` (trl/generation/
+    vllm_generation.py, which passes no multimodal limit) gets ``limit_mm_per_prompt``.
+    Server mode gets the same limit on the server's command line (launch/distributed.py)."""
+    try:
+        from trl.generation import vllm_generation
+    except ImportError:  # a TRL without that module: nothing to limit
+        yield
+        return
+    original = getattr(vllm_generation, "LLM", None)
+    if original is None:  # vLLM not installed: TRL refuses use_vllm itself
+        yield
+        return
+    vllm_generation.LLM = functools.partial(original, limit_mm_per_prompt=mm_limits(images_per_row))
+    try:
+        yield
+    finally:
+        vllm_generation.LLM = original
 
 
 def unexpanded_rows(

@@ -31,6 +31,7 @@ from typing import Any
 
 from vqa_r1.data.formats import (
     drivingvqa,
+    multi_image,
     r1_vlm_cryptogram,
     r1v_clevr,
     rel3d,
@@ -46,7 +47,9 @@ from vqa_r1.paths import cache_root
 log = logging.getLogger(__name__)
 # superclevr first: its rows (image_path, question, ground_truth) are told apart from VSR's even
 # when its file is called test.jsonl
+# multi_image before vsr: both read split .jsonl files, and only its rows list images
 FORMATS: tuple[ModuleType, ...] = (
+    multi_image,
     superclevr,
     vsr,
     rel3d,
@@ -152,7 +155,7 @@ def convert(fmt: ModuleType, folder: Path, options: dict, target: Path) -> None:
     splits, report = fmt.read(folder, options)
     # before anything is written: a release whose images are not in place leaves no cache
     check_image_paths(
-        (row["image_path"] for rows in splits.values() for row in rows),
+        (row.get("image_paths") or row["image_path"] for rows in splits.values() for row in rows),
         f"{folder} ({fmt.NAME} release)",
         fmt.images_hint(folder, report),
     )
