@@ -56,6 +56,7 @@ from vqa_r1.launch.task import (
     Task,
     TrainTask,
 )
+from vqa_r1.models.adapters import get_adapter, image_options
 from vqa_r1.models.loading import (
     cached_snapshot,
     check_adapter_base,
@@ -63,6 +64,7 @@ from vqa_r1.models.loading import (
     incomplete_message,
 )
 from vqa_r1.models.registry import get_spec
+from vqa_r1.models.serving import mm_limits
 from vqa_r1.recipes import load_config
 from vqa_r1.run_dir import UNHEALTHY, RunDir, refuse_unhealthy, resolve_adapter
 from vqa_r1.settings import comparable, differences, flatten
@@ -204,6 +206,7 @@ class GraphBuilder:
             f"# vqa-r1 {verb} --model {config.model.name} --recipe {config.recipe}",
             f"# run directory: {run_dir}",
             f"# settings: {flat.strip()}",
+            *image_limits(config),
             *self.memory_plan(config, res.gpus),
         )
         kind = TrainTask if verb in ("sft", "grpo") else {"evaluate": EvaluateTask}.get(verb)
@@ -830,3 +833,31 @@ def pipeline_graph(
         header={"model": model},
         claim=("pipeline", settings),
     )
+
+
+def image_limits(config: RunConfig) -> tuple[str, ...]:
+    """What the job's processor and (GRPO) vLLM are told about images, as comment lines of the
+    job script: the processor's settings as the recipe sets them (the checkpoint's own where
+    unset), images per row, the chat template's think block, and vLLM's limits, which are the
+    same settings (models/serving.py mm_limits, train/vllm_prompts.py)."""
+    spec = get_spec(config.model.name)
+    adapter = get_adapter(spec.family)
+    processor = adapter.processor_kwargs(**image_options(config.model))
+    lines = [
+        f"# processor: {spec.family} {json.dumps(processor, sort_keys=True)}"
+        f"{'' if processor else ' (the checkpoint its own)'}; images per row "
+        f"{config.data.images_per_row}; template opens <think>: "
+        f"{'yes (format_thinking)' if spec.thinking else 'no'}"
+    ]
+    if config.verb == "grpo":
+        t = config.train
+        vllm = {
+            "limit_mm_per_prompt": mm_limits(config.data.images_per_row),
+            "max_model_len": t.vllm_max_model_length,
+            "mm_processor_kwargs": processor,
+        }
+        lines.append(
+            f"# vllm (train.use_vllm={str(t.use_vllm).lower()}, {t.vllm_mode}): "
+            f"{json.dumps(vllm, sort_keys=True)}"
+        )
+    return tuple(lines)

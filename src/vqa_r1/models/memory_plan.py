@@ -9,7 +9,7 @@ be set beside it term by term:
 
 - weights in the training dtype (bf16 on a GPU); under ZeRO-3 a process holds 1/G of them between
   steps but TRL gathers the whole model for each generation (``ds3_gather_for_generation``), so
-  the peak holds all of them;
+  the peak holds all of them, unless that option is off (``train.trl``), when 1/G stays;
 - LoRA: the adapter in float32 (PEFT's default for a bf16 base), its gradient and AdamW's two
   moments: 16 bytes per trainable parameter;
 - activations of one micro-batch: with gradient checkpointing each decoder layer keeps its input
@@ -24,7 +24,8 @@ be set beside it term by term:
 - the generation KV cache (GRPO with ``generate()``): keys and values of every layer for each
   sequence of a generation batch (per-device batch x steps per generation), prompt plus the whole
   completion: random or unfinished completions run to the limit;
-- image tokens at the recipe's budget (Qwen: max_pixels / 28^2; InternVL: tiles + thumbnail x 256;
+- image tokens at the recipe's budget, times ``data.images_per_row`` (Qwen: max_pixels / 28^2,
+  Qwen3-VL / 32^2; InternVL: tiles + thumbnail x 256;
   SmolVLM: tiles + global view x the tokens of a tile), the worst case of an image that fills it;
 - vLLM colocate: its share of the GPU (``vllm_gpu_memory_utilization``), reserved whole;
 - CUDA context and allocator slack: 2 GiB.
@@ -113,18 +114,25 @@ def plan(config: Any, gpus: int = 1) -> MemoryPlan | None:
     dtype_bytes = 4 if config.model.dtype == "float32" else 2
     lora = lora_parameters(model, spec.family, config.lora.r)
     images = image_tokens(spec.family, config.model, model.config)
-    prompt = images + PROMPT_TEXT_TOKENS
+    # every image of a row at the budget's worst case (data.images_per_row of them)
+    prompt = images * config.data.images_per_row + PROMPT_TEXT_TOKENS
     micro = t.per_device_train_batch_size
     completion = t.max_completion_length if config.verb == "grpo" else SFT_TARGET_TOKENS
     sequence = prompt + completion
     zero3 = str(t.deepspeed or "").endswith("zero3") or "zero3" in str(t.deepspeed or "")
-
+    # ZeRO-3 with TRL's ds3_gather_for_generation off: each GPU keeps its shard while generating
+    # too (slower generation, layer by layer), so the weights' peak is 1/G of them
+    sharded = zero3 and (t.trl or {}).get("ds3_gather_for_generation") is False and gpus > 1
+    weights = counts.total * dtype_bytes / (gpus if sharded else 1)
+    if sharded:
+        weights_how = f"; ZeRO-3 over {gpus} GPUs, not gathered for generation"
+    else:
+        weights_how = "; ZeRO-3 gathers all of them for each generation" if zero3 else ""
     terms = [
         Term(
             "weights",
-            counts.total * dtype_bytes,
-            f"{counts.total / 1e9:.3f}B x {dtype_bytes} bytes"
-            + ("; ZeRO-3 gathers all of them for each generation" if zero3 else ""),
+            weights,
+            f"{counts.total / 1e9:.3f}B x {dtype_bytes} bytes{weights_how}",
         ),
         Term("LoRA + AdamW", lora * 16, f"{lora / 1e6:.2f}M x (fp32 weight, grad, 2 moments)"),
     ]
@@ -223,10 +231,12 @@ def lora_parameters(model: Any, family: str, rank: int) -> int:
 
 def image_tokens(family: str, model_config: Any, architecture: Any) -> int:
     """Tokens of one image that fills the recipe's budget (the worst case)."""
-    if family == "qwen2_5_vl":
+    if family in ("qwen2_5_vl", "qwen3_vl"):
         vision = architecture.vision_config
         unit = vision.patch_size * vision.spatial_merge_size
-        return int((model_config.max_pixels or 12845056) // (unit * unit))
+        # the checkpoints' own budgets: 12,845,056 px (Qwen2.5-VL), 16,777,216 (Qwen3-VL)
+        default = 12845056 if family == "qwen2_5_vl" else 16777216
+        return int((model_config.max_pixels or default) // (unit * unit))
     if family == "internvl":
         vision = architecture.vision_config
         side = vision.image_size[0] if isinstance(vision.image_size, list) else vision.image_size

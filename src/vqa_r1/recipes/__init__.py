@@ -8,7 +8,8 @@ the ones before it:
    (a tiny model pretrained here: the CPU demo);
 2. ``<family>/<tier>.yaml`` if it exists: what the family's models of that tier share (the image
    processor's budget, for instance);
-3. ``<family>/<size>.yaml`` if it exists: what that one model needs (a second GPU, ZeRO-3).
+3. ``<family>/<size>.yaml`` if it exists: what that one model needs (a second GPU, ZeRO-3);
+4. for a Thinking checkpoint (size ``<size>-thinking``), ``<family>/thinking.yaml``.
 
 Every file holds run-config sections (``model:``, ``train:``, ...) and, optionally, ``sft:``,
 ``grpo:`` and ``evaluate:`` sections of the same shape that only that verb reads (merge reads the
@@ -117,13 +118,19 @@ def list_recipes() -> list[str]:
     )
 
 
+THINKING = "-thinking"  # the size key of a Thinking checkpoint: <size>-thinking
+
+
 def recipe_files(family: str, size: str, tier_name: str) -> list[Path]:
-    """The files a recipe is composed from, in the order they apply (overlays only if present)."""
+    """The files a recipe is composed from, in the order they apply (overlays only if present).
+    A Thinking checkpoint (size ``<size>-thinking``) takes its size's overlay, then the family's
+    ``thinking.yaml`` (what a template that opens ``<think>`` changes)."""
     files = [DEFAULTS_DIR / f"{tier_name}.yaml"]
-    for overlay in (
-        RECIPE_DIR / family / f"{tier_name}.yaml",
-        RECIPE_DIR / family / f"{size}.yaml",
-    ):
+    base = size.removesuffix(THINKING)
+    overlays = [RECIPE_DIR / family / f"{tier_name}.yaml", RECIPE_DIR / family / f"{base}.yaml"]
+    if size.endswith(THINKING):
+        overlays.append(RECIPE_DIR / family / "thinking.yaml")
+    for overlay in overlays:
         if overlay.is_file():
             files.append(overlay)
     return files
@@ -247,6 +254,8 @@ def check(config: RunConfig) -> None:
         get_rewards(t.reward_funcs)
     except KeyError as err:
         raise UserError(f"train.reward_funcs: {err.args[0]}") from None
+    if config.verb == "grpo":
+        check_format_reward(config)
     for key, rule in (
         ("train.answer_rule", t.answer_rule),
         ("eval.answer_rule", config.eval.answer_rule),
@@ -257,6 +266,23 @@ def check(config: RunConfig) -> None:
             raise UserError(f"{key}: {err}") from None
     deepspeed_config(t.deepspeed)
     check_values(config)
+
+
+def check_format_reward(config: RunConfig) -> None:
+    """A Thinking checkpoint's template opens ``<think>``: ``format`` would score every one of its
+    completions 0, and ``format_thinking`` every other model's (rewards/answer.py)."""
+    spec = get_spec(config.model.name)
+    rewards = config.train.reward_funcs
+    if spec.thinking and "format" in rewards:
+        raise UserError(
+            f"train.reward_funcs: {spec.name}'s chat template opens <think> itself, so `format` "
+            "(which wants the completion to open it) scores 0; use format_thinking"
+        )
+    if not spec.thinking and "format_thinking" in rewards:
+        raise UserError(
+            f"train.reward_funcs: format_thinking is for checkpoints whose template opens "
+            f"<think> (Qwen3-VL Thinking); {spec.name} writes its own: use format"
+        )
 
 
 def deepspeed_config(name: str | None) -> str | None:

@@ -9,7 +9,8 @@ missing or short dataset column, or an exception scores 0.0.
 Modules, by what they reward:
 
 * ``text``: reading completions and dataset columns (``completion_text``), the never-raise wrapper.
-* ``answer``: ``accuracy`` (final answer right), ``format`` (one think block, then one answer).
+* ``answer``: ``accuracy`` (final answer right), ``format`` (one think block, then one answer),
+  ``format_thinking`` (the same after a think block the chat template opened: Qwen3-VL Thinking).
 * ``choice``: ``choice`` (exact set of option letters), ``choice_partial`` (partial credit).
 * ``count``: ``count`` (the final answer's number equals the solution's count).
 * ``boxes``: ``iou`` (predicted boxes matched to ``gt_boxes``/``gt_box_labels`` by Hungarian IoU).
@@ -32,7 +33,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from vqa_r1.rewards.answer import accuracy_reward, format_reward
+from vqa_r1.rewards.answer import accuracy_reward, format_reward, format_thinking_reward
 from vqa_r1.rewards.boxes import iou_reward
 from vqa_r1.rewards.choice import choice_partial_reward, choice_reward
 from vqa_r1.rewards.count import count_reward
@@ -65,6 +66,7 @@ __all__ = [
     "count_reward",
     "edit_distance_reward",
     "format_reward",
+    "format_thinking_reward",
     "get_rewards",
     "iou_reward",
     "length_penalty",
@@ -76,6 +78,7 @@ __all__ = [
 REWARDS: dict[str, RewardFn] = {
     "accuracy": accuracy_reward,
     "format": format_reward,
+    "format_thinking": format_thinking_reward,
     "choice": choice_reward,
     "choice_partial": choice_partial_reward,
     "count": count_reward,
@@ -94,6 +97,7 @@ REWARDS: dict[str, RewardFn] = {
 REWARD_RANGES: dict[str, tuple[float, float]] = {
     "accuracy": (0.0, 1.0),
     "format": (0.0, 1.0),
+    "format_thinking": (0.0, 1.0),
     "choice": (0.0, 1.0),
     "choice_partial": (0.0, 1.0),
     "count": (0.0, 1.0),
