@@ -14,7 +14,7 @@ from vqa_r1.models.loading import load_model, resolve_model_path
 from vqa_r1.models.registry import get_spec
 from vqa_r1.recipes import load_config
 
-TINY = ["tiny-qwen2.5-vl", "tiny-internvl", "tiny-smolvlm"]
+TINY = ["tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-internvl", "tiny-smolvlm"]
 
 
 def _batch(n=2):

@@ -250,6 +250,16 @@ def load_split(
     return ds
 
 
+def refuse_several_images(ds: Any, what: str, where: str) -> None:
+    """For a consumer that reads one image per row (prompt tuning): rows listing several are
+    refused in one line, not read as their first image."""
+    if "image_paths" in ds.column_names or "images" in ds.column_names:
+        raise UserError(
+            f"{where}: {what} takes one image per row and these rows list several (image_paths); "
+            "SFT, GRPO and evaluation take them"
+        )
+
+
 def image_counts(ds: Any) -> list[int]:
     """Images per row: 1 for ``image_path``/``image`` rows, the list's length for
     ``image_paths``/``images`` rows."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vqa_r1.answers import extract_answer
-from vqa_r1.data.datasets import open_split
+from vqa_r1.data.datasets import open_split, refuse_several_images
 from vqa_r1.data.prompts import problem_text, solution_text
 from vqa_r1.errors import UserError
 from vqa_r1.eval.evaluate import _progress
@@ -95,6 +95,7 @@ def evaluate_prompt(
     vp = VirtualPromptModel(loaded, config.data.instruction)
     split = config.split
     ds = open_split(config.data, split)
+    refuse_several_images(ds, "prompt tuning", f"{config.data.dataset} [{split}]")
     if config.eval.limit:
         ds = ds.select(range(min(config.eval.limit, len(ds))))
     questions = [problem_text(c) for c in ds["caption"]]

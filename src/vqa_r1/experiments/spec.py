@@ -57,7 +57,9 @@ class ExperimentSpec:
         default_factory=lambda: ["sft", "grpo"], help="training methods compared (sft, grpo)"
     )
     dataset: str = option(
-        "synthetic", help="'synthetic' (the model's recipe data) or a dataset folder"
+        "synthetic",
+        help="'synthetic' (the model's recipe data), 'two-image' (questions over two images, "
+        "data/two_image.py; runs read data.images_per_row=2) or a dataset folder",
     )
     eval_split: str = option("test", help="split the reported numbers come from")
     bias_kind: Literal["text", "visual"] = option("text", help="text-bias: which bias")

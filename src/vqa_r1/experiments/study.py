@@ -24,6 +24,7 @@ from vqa_r1.launch.overrides import route_overrides
 from vqa_r1.launch.request import JobOptions
 from vqa_r1.recipes import load_config
 
+TWO_IMAGE = "two-image"  # spec.dataset: the two-image generator's questions
 VERBS = ("sft", "grpo", "merge", "evaluate", "prompt_tune")
 
 
@@ -69,6 +70,8 @@ class Study:
 
         A folder is any that ``--dataset`` takes (saved, or a release converted by the same
         loader); what it is recognised as is noted, so a dry run shows it too."""
+        if self.spec.dataset == TWO_IMAGE:
+            return self.two_image_dataset()
         if self.spec.dataset != "synthetic":
             from vqa_r1.data.formats import describe
 
@@ -78,6 +81,27 @@ class Study:
                 self.notes.append(note)
             return str(folder)
         return self.synthetic(self.config("sft").data, "synthetic scenes (the SFT recipe's data)")
+
+    def two_image_dataset(self) -> str:
+        """The two-image questions (data/two_image.py) in the cache, written once by the launch;
+        every run reads two images a row (data.images_per_row=2 unless the command line sets
+        it), so vLLM and the memory plan are told so too."""
+        from vqa_r1.paths import cache_root
+
+        folder = cache_root() / "data" / "two-image-v1-seed0"
+
+        def make() -> Path:
+            from vqa_r1.data.two_image import write_two_image
+
+            if not folder.exists():
+                write_two_image(folder)
+            return folder
+
+        for items in self.overrides.values():
+            if not any(i.split("=", 1)[0] == "data.images_per_row" for i in items):
+                items.append("data.images_per_row=2")
+        what = "two-image questions (multi-image JSONL)"
+        return self.cached_dataset(what, lambda: folder, make, lambda: folder.exists())
 
     def real_dataset(self) -> str:
         """sim2real's real domain: a dataset folder, or the synthetic generator's shifted domain."""

@@ -49,7 +49,7 @@ import yaml
 
 from vqa_r1.claims import renamed_settings
 from vqa_r1.config import DEVICE_HELP, DataConfig, EvalConfig
-from vqa_r1.data.datasets import open_split, subset
+from vqa_r1.data.datasets import open_split, refuse_several_images, subset
 from vqa_r1.data.prompts import problem_text, sft_completion, solution_text
 from vqa_r1.domains import SEED, WARMUP, above
 from vqa_r1.errors import UserError
@@ -173,6 +173,15 @@ def validate(cfg: PromptTuneConfig) -> None:
         raise UserError("init_text must not be empty when init=text")
     if cfg.data.dataset != "synthetic" and not Path(cfg.data.dataset).exists():
         raise UserError(f"data.dataset: {cfg.data.dataset!r} is neither 'synthetic' nor a folder")
+    from vqa_r1.data import formats
+
+    if cfg.data.dataset != "synthetic" and formats.detect(Path(cfg.data.dataset)) is (
+        formats.multi_image
+    ):  # refused before queueing; a saved dataset listing several is refused when read
+        raise UserError(
+            f"data.dataset: {cfg.data.dataset} holds multi-image rows; prompt tuning takes one "
+            "image per row (SFT, GRPO and evaluation take several)"
+        )
 
 
 def load_base(cfg: PromptTuneConfig) -> Any:
@@ -445,9 +454,11 @@ def train_prompt(
         set_peft_model_state_dict(peft_model, load_peft_weights(str(resume)))
         step, done = start, True
     else:
-        rows = subset(
-            open_split(cfg.data, cfg.data.train_split), cfg.data.num_samples, cfg.data.subset_seed
+        split = open_split(cfg.data, cfg.data.train_split)
+        refuse_several_images(
+            split, "prompt tuning", f"{cfg.data.dataset} [{cfg.data.train_split}]"
         )
+        rows = subset(split, cfg.data.num_samples, cfg.data.subset_seed)
         interrupt = StopOnInterrupt(sigterm=sigterm_stops)
         extra = [*callbacks, interrupt]
         if stop_after is not None and stop_after < cfg.train.max_steps:
