@@ -61,9 +61,9 @@ def test_two_image_generator_needs_both_images(pairs):
         first, second = row["reasoning"].rsplit(": ", 1)[1].rstrip(".").split(", ")
         assert (first == second) == bool(row["label"])
     # half True by construction, drawn before either image (so one image alone says nothing)
-    from vqa_r1.data.two_image import make_pair, scene_config
-
     import random
+
+    from vqa_r1.data.two_image import make_pair, scene_config
 
     rng, cfg = random.Random(0), scene_config()
     labels = [make_pair(rng, cfg, 17)[3] for _ in range(200)]

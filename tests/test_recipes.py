@@ -46,7 +46,8 @@ def _leaves(data: dict, prefix: str = "") -> dict:
 def _value(config: RunConfig, key: str):
     node = config
     for part in key.split("."):
-        node = getattr(node, part)
+        # TRL's own keys (train.ds3_gather_for_generation) live in train.trl
+        node = getattr(node, part) if hasattr(node, part) else node.trl.get(part)
     return node
 
 
@@ -64,7 +65,8 @@ def test_every_registered_model_resolves_for_every_verb():
             assert c.model.name == name and c.verb == verb
             qwen_limits = c.model.min_pixels is not None and c.model.max_pixels is not None
             # the pixel budget is a Qwen image-processor setting: only Qwen's GPU models carry it
-            assert qwen_limits == (spec.family == "qwen2_5_vl" and not spec.tiny), (name, verb)
+            qwen = spec.family in ("qwen2_5_vl", "qwen3_vl")
+            assert qwen_limits == (qwen and not spec.tiny), (name, verb)
             assert (c.resources.gpus == 0) == spec.tiny, (name, verb)
             if verb == "grpo":
                 assert c.train.num_generations >= 2 and "accuracy" in c.train.reward_funcs

@@ -49,7 +49,22 @@ CASES = [
                                                    "model.image_longest_edge=336"], "server"),
     ("smolvlm/server-split", "tiny-smolvlm-pretrained", ["model.image_splitting=true",
                                                          "model.image_longest_edge=336"], "server"),
+    ("qwen3_vl/colocate", "tiny-qwen3-vl-pretrained", [], "colocate"),
+    ("qwen3_vl/server", "tiny-qwen3-vl-pretrained", [], "server"),
 ]  # fmt: skip
+# two images per row, each family and mode (vLLM's engine limited to them, as the suite sets it)
+TWO = ["data.images_per_row=2"]
+CASES += [
+    (f"{family}/{mode}-2", model, [*TWO, *extra], mode)
+    for family, model, extra in (
+        ("qwen2_5_vl", "tiny-qwen2.5-vl-pretrained", []),
+        ("qwen3_vl", "tiny-qwen3-vl-pretrained", []),
+        ("internvl", "tiny-internvl-pretrained", []),
+        ("smolvlm", "tiny-smolvlm-pretrained", ["model.image_splitting=false"]),
+    )
+    for mode in ("colocate", "server")
+]
+FAMILIES = ["qwen2_5_vl", "qwen3_vl", "internvl", "smolvlm"]
 
 
 def _unpack_vllm(root: Path) -> Path:
@@ -94,7 +109,7 @@ def vllm_results(request) -> dict:
     return {name: result for (name, *_), result in zip(CASES, results, strict=True)}
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "internvl", "smolvlm"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_colocate_vllm_makes_the_trainers_prompt(vllm_results, family):
     """TRL hands vLLM expanded ids, whose first image token vLLM expands again (2N-1 image
     tokens at the same settings); through the suite's wrapper vLLM rebuilds exactly the
@@ -106,13 +121,25 @@ def test_colocate_vllm_makes_the_trainers_prompt(vllm_results, family):
     assert r["vllm"] == n and r["same_ids"] and r["embeds"] == [n]
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "internvl", "smolvlm"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_server_vllm_features_fill_the_trainers_image_tokens(vllm_results, family):
     """The server's features (processed with the trainer's settings) hold as many embeddings as
     the one run of image tokens TRL places them on."""
     r = vllm_results[f"{family}/server"]
     assert r["trainer"] > 1
     assert r["embeds"] == r["placed"] == [r["trainer"]]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_two_images_reach_vllm_as_the_trainer_sent_them(vllm_results, family):
+    """Two images per row: colocated, vLLM (limited to two images, no video) rebuilds exactly the
+    trainer's ids, one block of embeddings per image; server mode's features fill the trainer's
+    two runs of image tokens, in order."""
+    r = vllm_results[f"{family}/colocate-2"]
+    assert r["vllm"] == r["trainer"] and r["same_ids"] and len(r["embeds"]) == 2
+    assert sum(r["embeds"]) == r["trainer"]
+    s = vllm_results[f"{family}/server-2"]
+    assert len(s["placed"]) == 2 and s["embeds"] == s["placed"] and sum(s["placed"]) == s["trainer"]
 
 
 def test_tiling_follows_the_settings_vllm_is_handed(vllm_results):

@@ -17,12 +17,12 @@ import time
 import types
 
 
-def _trainer_ids(loaded, image) -> list[int]:
+def _trainer_ids(loaded, images) -> list[int]:
     from trl.data_utils import prepare_multimodal_messages
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     prompt = prepare_multimodal_messages(
-        loaded.adapter.messages("Is the square red?"), images=[image]
+        loaded.adapter.messages("Is the square red?", images=len(images)), images=images
     )
     trainer = types.SimpleNamespace(
         _is_vlm=True,
@@ -44,6 +44,7 @@ def _case(case: dict) -> dict:
 
     from vqa_r1.models.adapters import image_options
     from vqa_r1.models.loading import load_model
+    from vqa_r1.models.serving import mm_limits
     from vqa_r1.recipes import load_config
     from vqa_r1.train.vllm_prompts import hand_vllm_unexpanded_prompts
 
@@ -51,12 +52,20 @@ def _case(case: dict) -> dict:
     loaded = load_model(config)
     processor, adapter = loaded.processor, loaded.adapter
     settings = adapter.processor_kwargs(**image_options(config.model))
-    image = Image.new("RGB", (300, 200), (200, 30, 30))
-    image.paste((20, 20, 220), (40, 40, 140, 160))
-    image = adapter.fit_image(image, processor)
-    ids = _trainer_ids(loaded, image)
+    count = config.data.images_per_row  # several: each a different size and colour
+    images = []
+    for i in range(count):
+        image = Image.new("RGB", (300 - 60 * i, 200), (200, 30 + 90 * i, 30))
+        image.paste((20, 20, 220), (40, 40, 140, 160))
+        images.append(adapter.fit_image(image, processor))
+    ids = _trainer_ids(loaded, images)
     token = processor.image_token_id
-    vllm = MULTIMODAL_REGISTRY.create_processor(ModelConfig(model=str(loaded.path)))
+    # the engine as the suite configures it: at most data.images_per_row images, no video
+    limits = mm_limits(count)
+    vllm = MULTIMODAL_REGISTRY.create_processor(
+        ModelConfig(model=str(loaded.path), limit_mm_per_prompt=limits)
+    )
+    image = images if count > 1 else images[0]
 
     def process(prompt_ids: list[int], kwargs: dict) -> dict:
         items = vllm.info.parse_mm_data({"image": image})
@@ -89,7 +98,7 @@ def _case(case: dict) -> dict:
     # server: /v1/chat/completions/render processes a conversation holding only the image with
     # the server's --mm-processor-kwargs (launch/distributed.py: the same settings); TRL places
     # the features on the trainer's runs of image tokens (_place_features)
-    conversation = [{"role": "user", "content": [{"type": "image"}]}]
+    conversation = [{"role": "user", "content": [{"type": "image"}] * count}]
     text = processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     rendered = process(processor.tokenizer.encode(text, add_special_tokens=False), settings)
     placeholders = rendered["mm_placeholders"]["image"]

@@ -121,6 +121,14 @@ def run(args: argparse.Namespace) -> int:
         missing = report["missing_rows"]
         note = f", {missing} row(s) missing (not evaluated yet, or failed)" if missing else ""
         print(f"{folder}: {len(report['written'])} files{note}")
+    if results is not None and (results / "demo-seeds").is_dir():  # the families side by side
+        from vqa_r1.report.families import TABLE, write_families_table
+
+        seeds = results / "demo-seeds"
+        files, out = _rebuilt(seeds, (TABLE,), lambda: write_families_table(seeds))
+        changed += files
+        if out is not None:
+            print(f"{out}: the demo across families and seeds")
     study = Path(args.study) if args.study else default_study()
     if results is None:
         pass  # only the named folders: nothing is written outside them
