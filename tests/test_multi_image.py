@@ -251,3 +251,17 @@ def test_the_memory_plan_counts_every_image_of_a_row():
     )
     assert "1124 tokens" in acts[0].how and "1636 tokens" in acts[1].how
     assert acts[1].bytes > acts[0].bytes
+
+
+def test_an_experiment_on_the_two_image_questions_reads_two_images_a_row(tmp_path, monkeypatch):
+    """`--set experiment.dataset=two-image` (the README's demo variant): the generator's folder,
+    and every run reads two images a row, so vLLM and the memory plan are told so."""
+    monkeypatch.chdir(tmp_path)
+    ran = run_in_process(launch_main, ["experiment", "demo", "--model", "tiny-qwen2.5-vl-pretrained",
+                                       "--set", "experiment.dataset=two-image", "--dry-run"])  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "# data: two-image questions (multi-image JSONL):" in ran.stdout
+    processors = [ln for ln in ran.stdout.splitlines() if ln.startswith("# processor:")]
+    assert processors and all("images per row 2" in ln for ln in processors)
+    assert '"limit_mm_per_prompt": {"image": 2, "video": 0}' in ran.stdout
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
