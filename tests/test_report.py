@@ -562,3 +562,27 @@ def test_short_training_curves_have_markers(tmp_path, figures):
         (line.get_label(), line.get_marker()) for line in lines
     ]
     assert _texts_inside(fig) == []
+
+
+def test_the_families_table_reads_each_familys_seeded_table(tmp_path):
+    """results/demo-seeds/families.md (the README's four-family table) is each family's own
+    accuracy.csv, row for row, with the share of base's error each row removes."""
+    import shutil
+
+    from vqa_r1.report.families import families_table, write_families_table
+
+    seeds = Path(__file__).resolve().parents[1] / "results" / "demo-seeds"
+    for family in ("qwen2.5-vl", "smolvlm"):
+        (tmp_path / family / "tables").mkdir(parents=True)
+        shutil.copy(seeds / family / "tables" / "accuracy.csv", tmp_path / family / "tables")
+    text = families_table(tmp_path)
+    lines = [ln for ln in text.splitlines() if ln.startswith("| Qwen2.5-VL | grpo")]
+    # mean 0.990 over 3 seeds against base 0.905: (0.990 - 0.905) / 0.095 of the error removed
+    assert lines == [
+        "| Qwen2.5-VL | grpo | 3 | 0.990 | 0.004 | 0.985 | 0.993 | 0.085 | 0.056 to 0.116 "
+        "| 6.00e-04 | 0.89 |"
+    ]
+    assert "| SmolVLM | grpo | 3 | 0.905 |" in text and "| -1.26 |" in text  # error added
+    assert "InternVL" not in text  # a family without a folder is left out, not invented
+    assert write_families_table(tmp_path).read_text() == text
+    assert families_table(tmp_path / "none") is None
