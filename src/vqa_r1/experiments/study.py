@@ -100,6 +100,23 @@ class Study:
         for items in self.overrides.values():
             if not any(i.split("=", 1)[0] == "data.images_per_row" for i in items):
                 items.append("data.images_per_row=2")
+        from vqa_r1.models.registry import get_spec
+
+        if get_spec(self.model).tiny:
+            # set on the 200 validation pairs (docs/experiments/demo.md, "Two images"): the two
+            # layouts' reasoning runs past the recipe's 64 tokens, and GRPO at the recipe's
+            # 5e-4 and temperature 1.0 lost the SFT model's reasoning (0.96 -> 0.49)
+            tiny = {
+                "grpo": [
+                    "train.max_completion_length=128",
+                    "train.learning_rate=5e-5",
+                    "train.temperature=0.3",
+                ],
+                "evaluate": ["eval.max_new_tokens=128"],
+            }
+            for verb, items in tiny.items():
+                given = {i.split("=", 1)[0] for i in self.overrides[verb]}
+                self.overrides[verb][:0] = [i for i in items if i.split("=", 1)[0] not in given]
         what = "two-image questions (multi-image JSONL)"
         return self.cached_dataset(what, lambda: folder, make, lambda: folder.exists())
 

@@ -31,9 +31,7 @@ def _rows(folder: Path) -> list[dict]:
 def families_table(root: Path) -> str | None:
     """Markdown of every family folder under ``root`` with a seeded accuracy table; None if none."""
     folders = [
-        root / name
-        for name in FAMILY_NAMES
-        if (root / name / "tables" / "accuracy.csv").is_file()
+        root / name for name in FAMILY_NAMES if (root / name / "tables" / "accuracy.csv").is_file()
     ]
     if not folders:
         return None
