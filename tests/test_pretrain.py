@@ -213,7 +213,9 @@ def test_shipped_record_loads_and_its_card_command_gives_its_settings(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl-pretrained", "tiny-qwen2.5-vl-studies"])
+@pytest.mark.parametrize(
+    "name", ["tiny-qwen2.5-vl-pretrained", "tiny-qwen2.5-vl-studies", "tiny-qwen3-vl-pretrained"]
+)
 def test_card_command_reproduces_the_shipped_run(tmp_path, name):
     """The card's command, stopped after 30 steps, logs the shipped run's first losses."""
     args = _card_command(name)
@@ -316,6 +318,8 @@ DEFAULT_ROWS_FINGERPRINT = {
     "tiny-qwen2.5-vl-pretrained": "fde8e185ef2df77e",
     "tiny-internvl-pretrained": "262b88b5b7d17600",
     "tiny-smolvlm-pretrained": "f58ec8983f4ac0f2",
+    # the same curriculum seed as InternVL's: the rows are family-independent messages and images
+    "tiny-qwen3-vl-pretrained": "262b88b5b7d17600",
     # count, cell and lookup on, verify and text_claim off (its card's weights), cell letters a-f
     # in colours
     "tiny-qwen2.5-vl-studies": "9a13af5017d3fa8a",
