@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from vqa_r1 import claims
 from vqa_r1.cli.common import add_overwrite_argument, make_way_or_complete
@@ -20,6 +21,19 @@ SOURCES = (
     "--dataset takes (saved with save_to_disk, or a VSR, Rel3D or SpatialSense release folder, "
     "converted as training converts it)"
 )
+
+
+def _generator_parser(sub: Any, name: str, help: str, sizes: tuple) -> argparse.ArgumentParser:
+    """A generator's subcommand: --out (claimed, --overwrite), a count per split, --seed."""
+    parser = sub.add_parser(name, help=help)
+    parser.add_argument(
+        "--out", required=True, help="output folder (new or empty; or this command's own)"
+    )
+    add_overwrite_argument(parser, "--out")
+    for flag, n, what in sizes:
+        parser.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
@@ -52,40 +66,30 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
     gen.add_argument(
         "--shift-strength", type=float, default=1.0, help="shifted domain: strength in [0, 1]"
     )
-    count = sub.add_parser(
+    count = _generator_parser(
+        sub,
         "counting",
-        help="write the CLEVR-CoGenT-style counting stand-in (train/validation/test: condition A, "
+        "write the CLEVR-CoGenT-style counting stand-in (train/validation/test: condition A, "
         "test_b: condition B)",
+        (
+            ("--train", 2000, "training scenes, condition A"),
+            ("--validation", 200, "validation scenes, condition A"),
+            ("--test", 400, "test scenes, condition A"),
+            ("--test-b", 400, "test scenes, condition B (other pairings, 7-10 objects)"),
+        ),
     )
-    count.add_argument(
-        "--out", required=True, help="output folder (new or empty; or this command's own)"
-    )
-    add_overwrite_argument(count, "--out")
-    for flag, n, what in (
-        ("--train", 2000, "training scenes, condition A"),
-        ("--validation", 200, "validation scenes, condition A"),
-        ("--test", 400, "test scenes, condition A"),
-        ("--test-b", 400, "test scenes, condition B (other pairings, 7-10 objects)"),
-    ):
-        count.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
-    count.add_argument("--seed", type=int, default=0)
     count.add_argument("--image-size", type=int, default=112, help="pixels per side")
-    crypt = sub.add_parser(
+    crypt = _generator_parser(
+        sub,
         "cryptogram",
-        help="write visual cryptograms (a decoder image and a coded message per row; "
+        "write visual cryptograms (a decoder image and a coded message per row; "
         "train/validation/test, held-out messages never in train)",
+        (
+            ("--train", 3000, "training rows"),
+            ("--validation", 150, "validation rows"),
+            ("--test", 300, "test rows"),
+        ),
     )
-    crypt.add_argument(
-        "--out", required=True, help="output folder (new or empty; or this command's own)"
-    )
-    add_overwrite_argument(crypt, "--out")
-    for flag, n, what in (
-        ("--train", 3000, "training rows"),
-        ("--validation", 150, "validation rows"),
-        ("--test", 300, "test rows"),
-    ):
-        crypt.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
-    crypt.add_argument("--seed", type=int, default=0)
     crypt.add_argument(
         "--alphabet", default="abcdefghijklmnopqrstuvwxyz", help="letters the decoder maps"
     )
@@ -126,22 +130,17 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "") -> None:
         help="draw each letter in its own colour (letters a-f only; for the tiny models, whose "
         "vision towers tell colours apart but not letter shapes)",
     )
-    pair = sub.add_parser(
+    _generator_parser(
+        sub,
         "two-image",
-        help="write two-image questions (is the object at one end of the first image the same "
+        "write two-image questions (is the object at one end of the first image the same "
         "colour as the one at that end of the second?) as multi-image JSONL + images/",
+        (
+            ("--train", 2000, "training pairs"),
+            ("--validation", 200, "validation pairs"),
+            ("--test", 400, "test pairs"),
+        ),
     )
-    pair.add_argument(
-        "--out", required=True, help="output folder (new or empty; or this command's own)"
-    )
-    add_overwrite_argument(pair, "--out")
-    for flag, n, what in (
-        ("--train", 2000, "training pairs"),
-        ("--validation", 200, "validation pairs"),
-        ("--test", 400, "test pairs"),
-    ):
-        pair.add_argument(flag, type=int, default=n, help=f"{what} (0 or more)")
-    pair.add_argument("--seed", type=int, default=0)
     bias = sub.add_parser(
         "bias",
         help="write a dataset whose training split a text- or image-only classifier predicts "

@@ -146,6 +146,26 @@ QWEN_TEMPLATE = (
 )
 
 
+QWEN_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+
+
+def _qwen_tokenizer(seed: int, size: TinySize) -> tuple:
+    """The tokenizer both Qwen families share (their chat and vision tokens), and those ids."""
+    tok = _train_tokenizer(
+        seed, size.vocab, QWEN_SPECIAL, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    tok.chat_template = QWEN_TEMPLATE
+    return tok, {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL}
+
+
 def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     from transformers import (
         Qwen2_5_VLConfig,
@@ -155,20 +175,7 @@ def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     )
     from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
 
-    special = [
-        "<|endoftext|>",
-        "<|im_start|>",
-        "<|im_end|>",
-        "<|vision_start|>",
-        "<|vision_end|>",
-        "<|image_pad|>",
-        "<|video_pad|>",
-    ]
-    tok = _train_tokenizer(
-        seed, size.vocab, special, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    tok.chat_template = QWEN_TEMPLATE
-    ids = {t: tok.convert_tokens_to_ids(t) for t in special}
+    tok, ids = _qwen_tokenizer(seed, size)
     head_dim = size.hidden // size.heads
     half = head_dim // 2
     sections = [half - 2 * (half // 3), half // 3, half // 3]
@@ -418,20 +425,7 @@ def build_qwen3_vl(out: Path, seed: int, size: TinySize) -> None:
     )
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-    special = [
-        "<|endoftext|>",
-        "<|im_start|>",
-        "<|im_end|>",
-        "<|vision_start|>",
-        "<|vision_end|>",
-        "<|image_pad|>",
-        "<|video_pad|>",
-    ]
-    tok = _train_tokenizer(
-        seed, size.vocab, special, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    tok.chat_template = QWEN_TEMPLATE
-    ids = {t: tok.convert_tokens_to_ids(t) for t in special}
+    tok, ids = _qwen_tokenizer(seed, size)
     head_dim = size.hidden // size.heads
     half = head_dim // 2
     # interleaved M-RoPE: the height and width sections take every third frequency from 1 and 2
