@@ -7,7 +7,7 @@ model and with chance, and the GRPO runs' reward curves are drawn beside it.
 
 from __future__ import annotations
 
-from vqa_r1.experiments.study import Study
+from vqa_r1.experiments.study import TWO_IMAGE, Study
 
 
 def design(b: Study) -> None:
@@ -24,13 +24,14 @@ def design(b: Study) -> None:
             b.evaluate(name, data, {"model": row}, runs.get((row, seed)))
             steps[seed] = name
         rows.append(b.seed_row({"labels": {"model": row}}, steps))
+    on = " (two-image questions)" if spec.dataset == TWO_IMAGE else ""
     tests: list[dict] = [{"kind": "chance"}]
     if "base" in spec.rows:
         tests.append({"kind": "versus", "reference": {"model": "base"}})
     b.declare_table(
         {
             "name": "accuracy",
-            "title": f"Demo on {b.model}: accuracy on the {spec.eval_split} split",
+            "title": f"Demo on {b.model}{on}: accuracy on the {spec.eval_split} split",
             "rows": rows,
             "per_relation": True,
             "tests": tests,
