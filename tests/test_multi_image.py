@@ -265,3 +265,24 @@ def test_an_experiment_on_the_two_image_questions_reads_two_images_a_row(tmp_pat
     assert processors and all("images per row 2" in ln for ln in processors)
     assert '"limit_mm_per_prompt": {"image": 2, "video": 0}' in ran.stdout
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+
+
+def test_each_image_of_a_row_is_fitted_to_the_trainers_budget_for_vllm(pairs):
+    """GRPO with vLLM resizes every image of a row (not the first alone) to what the trainer's
+    processor makes of it: Qwen3-VL's 32 px units under the tiny model's budget."""
+    from vqa_r1.data.datasets import load_split, trainer_rows
+    from vqa_r1.models.loading import load_model
+    from vqa_r1.train.runner import fit_images
+
+    loaded = load_model(load_config_for("tiny-qwen3-vl-pretrained"))
+    rows = trainer_rows(load_split(pairs, "train", images_per_row=2), loaded.adapter, "grpo")
+    fitted = fit_images(rows.select(range(2)), loaded)
+    for row in fitted:
+        assert len(row["images"]) == 2
+        assert all(img.size == (128, 128) for img in row["images"])  # 112 px -> 4 x 4 units
+
+
+def load_config_for(model: str):
+    from vqa_r1.recipes import load_config
+
+    return load_config("grpo", model, overrides=["data.images_per_row=2"])
