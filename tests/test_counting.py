@@ -347,8 +347,10 @@ def test_counting_rows_ask_for_a_number():
     from vqa_r1.data.formats.common import count_row
     from vqa_r1.data.prompts import COUNT_INSTRUCTION
 
-    class Adapter:
-        def messages(self, question, instruction=None):
+    class Adapter:  # the FamilyAdapter interface trainer_rows reads
+        thinking = False
+
+        def messages(self, question, instruction=None, images=1):
             return [{"role": "user", "content": f"{question} {instruction}"}]
 
     ds = Dataset.from_list([count_row("How many cubes are there?", 3, "x.png")])
@@ -472,8 +474,10 @@ def test_stand_in_sft_target_reasons_then_answers(tmp_path):
     from vqa_r1.data.counting import CountingSpec, write_counting
     from vqa_r1.data.datasets import load_split, trainer_rows
 
-    class Adapter:
-        def messages(self, question, instruction=None):
+    class Adapter:  # the FamilyAdapter interface trainer_rows reads
+        thinking = False
+
+        def messages(self, question, instruction=None, images=1):
             return [{"role": "user", "content": f"{question} {instruction}"}]
 
     folder = write_counting(tmp_path / "c", CountingSpec(splits={"train": ["A", 2]}))

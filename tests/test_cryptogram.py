@@ -196,10 +196,11 @@ def test_table_layout_is_the_curriculums_letter_table_of_the_whole_alphabet():
         CryptogramSpec(layout="rows")
 
 
-class _Adapter:
+class _Adapter:  # the FamilyAdapter interface trainer_rows reads
     instruction = "True or False?"
+    thinking = False
 
-    def messages(self, question, instruction=None):
+    def messages(self, question, instruction=None, images=1):
         text = f"{question} {instruction if instruction is not None else self.instruction}"
         return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
 
