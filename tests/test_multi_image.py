@@ -79,6 +79,12 @@ def test_data_two_image_writes_the_folder_and_keeps_a_users_files(tmp_path):
     rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(len(r["images"]) == 2 for r in rows)
     assert all((out / p).is_file() for r in rows for p in r["images"])
+    seeded = tmp_path / "seeded"
+    ran = run_in_process(cli_main, ["data", "two-image", "--out", str(seeded), "--train", "3",
+                                    "--validation", "0", "--test", "0", "--seed", "1"])  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    other = [json.loads(line) for line in (seeded / "train.jsonl").read_text().splitlines()]
+    assert [r["reasoning"] for r in other] != [r["reasoning"] for r in rows]  # --seed draws anew
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
