@@ -53,6 +53,7 @@ def test_the_dry_run_prints_the_checkpoints_recipe_processor_and_vllm_limits():
         "max_model_len": 4096,
         "mm_processor_kwargs": processor,
     }
+    assert "patch 16 px, merge 2x2; images per row 1" in out  # the checkpoint's, from its config
     assert "template opens <think>: no" in out
     assert "4.438B parameters (0.415B vision)" in out and "512 image tokens per image" in out
     assert "reward_funcs: [accuracy, format]" in out

@@ -855,9 +855,17 @@ def image_limits(config: RunConfig) -> tuple[str, ...]:
     spec = get_spec(config.model.name)
     adapter = get_adapter(spec.family)
     processor = adapter.processor_kwargs(**image_options(config.model))
+    units = ""
+    from vqa_r1.models.architecture import ARCHITECTURES, architecture_config
+
+    if (ARCHITECTURES / f"{spec.name}.json").is_file():  # a hub checkpoint's own patch and merge
+        vision = architecture_config(spec.name).vision_config
+        if hasattr(vision, "spatial_merge_size"):
+            units = f"; patch {vision.patch_size} px, merge {vision.spatial_merge_size}x"
+            units += f"{vision.spatial_merge_size}"
     lines = [
         f"# processor: {spec.family} {json.dumps(processor, sort_keys=True)}"
-        f"{'' if processor else ' (the checkpoint its own)'}; images per row "
+        f"{'' if processor else ' (the checkpoint its own)'}{units}; images per row "
         f"{config.data.images_per_row}; template opens <think>: "
         f"{'yes (format_thinking)' if spec.thinking else 'no'}"
     ]
