@@ -166,6 +166,31 @@ def _qwen_tokenizer(seed: int, size: TinySize) -> tuple:
     return tok, {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL}
 
 
+def _qwen_text_config(
+    vocab: int, ids: dict, size: TinySize, sections: list[int], interleaved: bool = False, **extra
+) -> dict:
+    """The language model both Qwen families share at a tiny size: M-RoPE over (t, h, w) sections
+    (Qwen3-VL interleaves them), tied embeddings, the chat tokens as end and padding."""
+    rope = {"rope_type": "default", "mrope_section": sections, "rope_theta": 10000.0}
+    if interleaved:
+        rope["mrope_interleaved"] = True
+    return dict(
+        vocab_size=vocab,
+        hidden_size=size.hidden,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        intermediate_size=size.intermediate,
+        max_position_embeddings=2048,
+        rope_parameters=rope,
+        tie_word_embeddings=True,
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        bos_token_id=ids["<|endoftext|>"],
+        **extra,
+    )
+
+
 def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     from transformers import (
         Qwen2_5_VLConfig,
@@ -181,24 +206,7 @@ def build_qwen2_5_vl(out: Path, seed: int, size: TinySize) -> None:
     sections = [half - 2 * (half // 3), half // 3, half // 3]
     _seed_all(seed)
     config = Qwen2_5_VLConfig(
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=size.hidden,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads,
-            intermediate_size=size.intermediate,
-            max_position_embeddings=2048,
-            rope_parameters={
-                "rope_type": "default",
-                "mrope_section": sections,
-                "rope_theta": 10000.0,
-            },
-            tie_word_embeddings=True,
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-            bos_token_id=ids["<|endoftext|>"],
-        ),
+        text_config=_qwen_text_config(len(tok), ids, size, sections),
         vision_config=dict(
             depth=size.vision_layers,
             hidden_size=size.vision_hidden,
@@ -433,25 +441,8 @@ def build_qwen3_vl(out: Path, seed: int, size: TinySize) -> None:
     patch, merge = 16, 2
     _seed_all(seed)
     config = Qwen3VLConfig(
-        text_config=dict(
-            vocab_size=len(tok),
-            hidden_size=size.hidden,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads,
-            head_dim=head_dim,
-            intermediate_size=size.intermediate,
-            max_position_embeddings=2048,
-            rope_parameters={
-                "rope_type": "default",
-                "mrope_section": sections,
-                "mrope_interleaved": True,
-                "rope_theta": 10000.0,
-            },
-            tie_word_embeddings=True,
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-            bos_token_id=ids["<|endoftext|>"],
+        text_config=_qwen_text_config(
+            len(tok), ids, size, sections, interleaved=True, head_dim=head_dim
         ),
         vision_config=dict(
             depth=size.vision_layers,
