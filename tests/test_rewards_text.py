@@ -257,6 +257,7 @@ def test_every_reward_survives_junk(name):
                 "target",
                 "input_text",
                 "length_limit",
+                "reasoning",
             ]
             if rng.random() < 0.8
         }

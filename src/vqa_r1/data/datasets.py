@@ -416,7 +416,7 @@ def trainer_rows(
         "word_count",
     }
     if kind != "sft":
-        keep.add("solution")
+        keep.update(("solution", "reasoning"))  # reasoning: the reasoning_steps reward's reference
     drop = [c for c in ds.column_names if c not in keep and c not in ("image", "images")]
     # in memory: concurrent jobs (sweep elements) on one shared dataset folder must not race on an
     # on-disk map cache beside it; the trainers' own maps of an in-memory dataset stay in memory too

@@ -19,6 +19,8 @@ Modules, by what they reward:
   ``cryptogram_decoding``, ``cryptogram_correct`` and ``cryptogram_answer_partial`` (gated as
   Groundlight's r1_vlm gates them), ``cryptogram_decoding_ungated`` and
   ``cryptogram_correct_ungated`` (the same without the gate).
+* ``reasoning``: ``reasoning_steps`` (the share of a row's reference ``reasoning`` steps stated in
+  order: partial credit for each reading right).
 * ``penalties``: ``length_penalty`` and ``repetition_penalty`` (non-positive shaping terms).
 
 A reward outside this package is named ``"package.module:function"`` in ``train.reward_funcs``. It
@@ -47,6 +49,7 @@ from vqa_r1.rewards.cryptogram import (
 )
 from vqa_r1.rewards.edit import edit_distance_reward
 from vqa_r1.rewards.penalties import length_penalty, make_length_penalty, repetition_penalty
+from vqa_r1.rewards.reasoning import reasoning_steps_reward
 from vqa_r1.rewards.text import RewardFn, completion_text
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "iou_reward",
     "length_penalty",
     "make_length_penalty",
+    "reasoning_steps_reward",
     "repetition_penalty",
     "resolve_reward",
 ]
@@ -90,6 +94,7 @@ REWARDS: dict[str, RewardFn] = {
     "cryptogram_correct": cryptogram_correct_reward,
     "cryptogram_correct_ungated": cryptogram_correct_ungated_reward,
     "cryptogram_answer_partial": cryptogram_answer_partial_reward,
+    "reasoning_steps": reasoning_steps_reward,
     "length_penalty": length_penalty,
     "repetition_penalty": repetition_penalty,
 }
@@ -109,6 +114,7 @@ REWARD_RANGES: dict[str, tuple[float, float]] = {
     "cryptogram_correct": (0.0, 1.0),
     "cryptogram_correct_ungated": (0.0, 1.0),
     "cryptogram_answer_partial": (0.0, 1.0),
+    "reasoning_steps": (0.0, 1.0),
     "length_penalty": (-1.0, 0.0),
     "repetition_penalty": (-1.0, 0.0),
 }
