@@ -70,6 +70,23 @@ def test_two_image_generator_needs_both_images(pairs):
     assert 80 < sum(labels) < 120
 
 
+def test_two_image_reasoning_uses_only_words_of_the_pretraining_targets(pairs):
+    """The tiny models' output layers learned only the curriculum's target words: a label such as
+    "first:" kept a probability of 0.03 a token after SFT, and sampled GRPO completions turned
+    it into byte noise (data/two_image.py)."""
+    import re
+
+    from vqa_r1.data.curriculum import CurriculumConfig, generate_examples
+    from vqa_r1.data.datasets import load_split
+
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"[a-z]+", text.lower()))
+
+    known = set().union(*(words(e.target) for e in generate_examples(400, CurriculumConfig(), "")))
+    used = set().union(*(words(r) for r in load_split(pairs, "train", images_per_row=2)["reasoning"]))
+    assert used and used <= known, sorted(used - known)
+
+
 def test_data_two_image_writes_the_folder_and_keeps_a_users_files(tmp_path):
     out = tmp_path / "two"
     ran = run_in_process(cli_main, ["data", "two-image", "--out", str(out), "--train", "3",

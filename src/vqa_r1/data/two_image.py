@@ -6,10 +6,16 @@ image is a scene of the demo's kind (two objects of different colours, clearly o
 axes, the position-coding background), and the answer compares one reading of each: the colour
 at the named end (left, right, top, bottom) of the first image against that of the second. Half
 the pairs share that colour (True), half do not; each image alone gives chance. The reasoning
-target reads each image's layout along the question's axis in the format the tiny models were
-pretrained on (data/curriculum.py: "left to right: red, blue.") and then the two end colours:
+target reads each image's layout along the question's axis, first image first, in the format the
+tiny models were pretrained on (data/curriculum.py: "left to right: red, blue."), then the two
+end colours:
 
-    first: left to right: red, blue. second: left to right: green, red. left: red, green.
+    left to right: red, blue. left to right: green, red. left: red, green.
+
+Only words of the pretraining targets: the tiny models' output layer learned nothing else, and a
+label such as "first:" (v1 of this data) kept a probability of 0.03 per token after 200 SFT steps
+(greedy decoding still wrote it, but a sampled GRPO completion turned it into byte noise in most
+samples, which then misread the layout after it; measured on the validation pairs).
 
 The folder is written in the multi-image JSONL format (data/formats/multi_image.py): the rows name
 their images with ``<image>`` placeholders, so the generator exercises the same loader as a
@@ -70,9 +76,9 @@ def make_pair(rng: random.Random, cfg: SceneConfig, gap: float) -> tuple[Scene, 
 def reasoning(first: Scene, second: Scene, end: str) -> str:
     axis = ENDS[end][0]
     parts = []
-    for word, scene in (("first", first), ("second", second)):
+    for scene in (first, second):
         by_x, by_y = layout_of((o.name, o.box) for o in scene.objects)
-        parts.append(f"{word}: {AXIS_WORDS[axis]}: {', '.join(by_x if axis == 0 else by_y)}.")
+        parts.append(f"{AXIS_WORDS[axis]}: {', '.join(by_x if axis == 0 else by_y)}.")
     colours = f"{end}: {_end_colour(first, end)}, {_end_colour(second, end)}."
     return f"{' '.join(parts)} {colours}"
 

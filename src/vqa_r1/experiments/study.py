@@ -88,7 +88,7 @@ class Study:
         it), so vLLM and the memory plan are told so too."""
         from vqa_r1.paths import cache_root
 
-        folder = cache_root() / "data" / "two-image-v1-seed0"
+        folder = cache_root() / "data" / "two-image-v2-seed0"
 
         def make() -> Path:
             from vqa_r1.data.two_image import write_two_image

@@ -5,8 +5,8 @@ question that needs several readings (the two-image task: each image's layout, t
 colours), a completion that misreads an image still earns the accuracy reward on half the pairs,
 so GRPO reinforces wrong readings as often as right ones and the group advantage says little about
 which reading was right. Where a row carries the reasoning its label follows from (the dataset's
-``reasoning`` column, e.g. ``data/two_image.py``'s ``first: left to right: red, blue. second: ...
-left: red, green.``), each step read right is evidence GRPO can reward on its own.
+``reasoning`` column, e.g. ``data/two_image.py``'s ``left to right: red, blue. left to right:
+green, red. left: red, green.``), each step read right is evidence GRPO can reward on its own.
 
 The score is the share of the reference's steps whose reading the completion states at the same
 place:
@@ -17,13 +17,15 @@ place:
     reward       = #{i : reading(steps(completion)[i]) == reading(steps(reference)[i])}
                    / len(steps(reference))
 
-A step is a label and what was read (``second: left to right: green, red``: the reading is
-``green, red``); the labels are the format, the readings are what can be right or wrong, so only
-the readings are compared (measured: a tiny model sampled at temperature 0.3 after a short SFT
-wrote ``fir le:`` or ``secon=:`` for the labels in a third of its completions while reading the
-colours as its greedy answer does, and exact steps paid those nothing). Position by position, not
-"somewhere in the text": listing every possible reading earns no more than stating one. The think block is the text between ``<think>`` (absent when a Thinking
-model's template opened it) and ``</think>``; without ``</think>``, the text before ``<answer>``.
+A step is a label and what was read (``top to bottom: green, red``: the reading is ``green,
+red``); the labels are the format, the readings are what can be right or wrong, so only the
+readings are compared (a user's data may label its steps with words a model writes less surely
+than its readings: with the first two-image data's ``first:`` / ``second:`` labels, a tiny model
+sampled at temperature 0.3 wrote ``fir le:`` or ``secon=:`` in a third of its completions while
+reading the colours as its greedy answer did). Position by position, not "somewhere in the
+text": listing every possible reading earns no more than stating one. The think block is the
+text between ``<think>`` (absent when a Thinking model's template opened it) and ``</think>``;
+without ``</think>``, the text before ``<answer>``.
 Range [0, 1]; a row without a reference reasoning scores 0.0.
 """
 
