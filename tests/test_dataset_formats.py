@@ -483,7 +483,8 @@ def test_drivingvqa_trainer_rows(dvqa_release):
     assert row["gt_boxes"] == [[10.0, 20.0, 40.0, 60.0], [1.0, 2.0, 4.5, 6.0]]
     assert row["gt_box_labels"] == ["stop sign", "truck"]
     assert row["answer_type"] == "choice"
-    assert "completion" not in grpo.column_names and "reasoning" not in grpo.column_names
+    assert "completion" not in grpo.column_names
+    assert row["reasoning"] == ds[0]["reasoning"]  # the reasoning_steps reward's reference
     assert row["image"].size == (32, 24)
 
 
