@@ -567,3 +567,17 @@ def test_the_stand_in_layout_and_the_cryptogram_test_seed_as_a_user_types_them(t
     crypto = ["experiment", "cryptogram", *tiny, "--output-dir", str(tmp_path / "c")]
     assert launch_main([*crypto, "--set", "experiment.cryptogram_test_seed=5"]) == 0
     assert ", test seed 5" in capsys.readouterr().out
+
+
+def test_the_demo_without_its_base_row_reads_the_trained_rows_against_sft(tmp_path):
+    """`--rows sft,sft+grpo` (results/demo-two-image-sft100): with no base row to compare with,
+    the table tests what GRPO continuing SFT adds; with base, the rows are read against base."""
+    job = JobOptions(executor="local", dry_run=True)
+    for rows, reference in (("[sft,sft+grpo]", "sft"), ("[base,sft,sft+grpo]", "base")):
+        b = build_study("demo", "tiny-qwen2.5-vl-pretrained", [f"experiment.rows={rows}"],
+                        str(tmp_path / reference), job)  # fmt: skip
+        versus = [t for t in b.tables[0]["tests"] if t["kind"] == "versus"]
+        assert versus == [{"kind": "versus", "reference": {"model": reference}}]
+    b = build_study("demo", "tiny-qwen2.5-vl-pretrained", ["experiment.rows=[grpo]"],
+                    str(tmp_path / "alone"), job)  # fmt: skip
+    assert [t["kind"] for t in b.tables[0]["tests"]] == ["chance"]

@@ -83,7 +83,9 @@ def test_two_image_reasoning_uses_only_words_of_the_pretraining_targets(pairs):
         return set(re.findall(r"[a-z]+", text.lower()))
 
     known = set().union(*(words(e.target) for e in generate_examples(400, CurriculumConfig(), "")))
-    used = set().union(*(words(r) for r in load_split(pairs, "train", images_per_row=2)["reasoning"]))
+    used = set().union(
+        *(words(r) for r in load_split(pairs, "train", images_per_row=2)["reasoning"])
+    )
     assert used and used <= known, sorted(used - known)
 
 
@@ -291,7 +293,9 @@ def test_an_experiment_on_the_two_image_questions_reads_two_images_a_row(tmp_pat
     grpo = [ln for ln in ran.stdout.splitlines() if "reward_funcs: [format, reasoning_steps]" in ln]
     assert len(grpo) == 2  # grpo and sft+grpo
     assert all("temperature: 1.0," in ln and "max_steps: 300," in ln for ln in grpo)
-    assert all("learning_rate: 0.0001," in ln and "max_completion_length: 128," in ln for ln in grpo)
+    assert all(
+        "learning_rate: 0.0001," in ln and "max_completion_length: 128," in ln for ln in grpo
+    )
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
 
 

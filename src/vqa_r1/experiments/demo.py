@@ -28,6 +28,9 @@ def design(b: Study) -> None:
     tests: list[dict] = [{"kind": "chance"}]
     if "base" in spec.rows:
         tests.append({"kind": "versus", "reference": {"model": "base"}})
+    elif "sft" in spec.rows and len(spec.rows) > 1:
+        # without the base row (e.g. --rows sft,sft+grpo): what GRPO continuing SFT adds
+        tests.append({"kind": "versus", "reference": {"model": "sft"}})
     b.declare_table(
         {
             "name": "accuracy",

@@ -21,8 +21,8 @@ A step is a label and what was read (``top to bottom: green, red``: the reading 
 red``); the labels are the format, the readings are what can be right or wrong, so only the
 readings are compared (a user's data may label its steps with words a model writes less surely
 than its readings: with the first two-image data's ``first:`` / ``second:`` labels, a tiny model
-sampled at temperature 0.3 wrote ``fir le:`` or ``secon=:`` in a third of its completions while
-reading the colours as its greedy answer did). Position by position, not "somewhere in the
+sampled at temperature 0.3 wrote ``fir le:`` or ``secon=:`` in 73 of 80 logged completions, most
+of them reading the colours as its greedy answer did). Position by position, not "somewhere in the
 text": listing every possible reading earns no more than stating one. The think block is the
 text between ``<think>`` (absent when a Thinking model's template opened it) and ``</think>``;
 without ``</think>``, the text before ``<answer>``.
