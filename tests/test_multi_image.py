@@ -289,13 +289,19 @@ def test_an_experiment_on_the_two_image_questions_reads_two_images_a_row(tmp_pat
     processors = [ln for ln in ran.stdout.splitlines() if ln.startswith("# processor:")]
     assert processors and all("images per row 2" in ln for ln in processors)
     assert '"limit_mm_per_prompt": {"image": 2, "video": 0}' in ran.stdout
-    # the tiny settings set on the validation pairs: GRPO rewards each reading, sampled at 1.0
-    grpo = [ln for ln in ran.stdout.splitlines() if "reward_funcs: [format, reasoning_steps]" in ln]
+    # the tiny settings set on the validation pairs: GRPO rewards the answer and each reading,
+    # 16 samples at 1.0 of 4 pairs a step
+    grpo = [
+        ln
+        for ln in ran.stdout.splitlines()
+        if "reward_funcs: [accuracy, format, reasoning_steps]" in ln
+    ]
     assert len(grpo) == 2  # grpo and sft+grpo
-    assert all("temperature: 1.0," in ln and "max_steps: 300," in ln for ln in grpo)
-    assert all(
-        "learning_rate: 0.0001," in ln and "max_completion_length: 128," in ln for ln in grpo
-    )
+    for ln in grpo:
+        for setting in ("temperature: 1.0,", "max_steps: 300,", "learning_rate: 0.0002,",
+                        "max_completion_length: 128,", "per_device_train_batch_size: 64,",
+                        "num_generations: 16,", "reward_weights: [1.0, 0.5, 1.0]"):  # fmt: skip
+            assert setting in ln, (setting, ln)
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
 
 
